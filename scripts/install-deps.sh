@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages placer needs to build, test and serve. Does nothing when all are
+# present; uses sudo when not root. Safe to run again.
+set -euo pipefail
+
+packages=(
+  build-essential cmake make git ccache pkg-config
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
+  libtorch-dev libopenblas0-pthread
+  libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev
+  curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# libtorch calls whatever libblas.so.3 the alternatives select; the reference BLAS is 2-20x
+# slower than OpenBLAS, so insist on OpenBLAS.
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+case "$blas" in
+  *openblas*) ;;
+  *)
+    echo "install-deps: selecting OpenBLAS as libblas.so.3 (was ${blas:-none})"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo update-alternatives --set libblas.so.3-x86_64-linux-gnu \
+      /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
+    ;;
+esac

@@ -1,0 +1,70 @@
+#include "server/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/build_info.h"
+
+namespace placer::server {
+namespace {
+constexpr char kPlacerServiceName[] = "placer.v1.Placer";
+}
+
+Daemon::Daemon(const DaemonOptions& options)
+    : options_(options), service_(&model_, &gate_, &metrics_) {}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
+  std::unique_ptr<Daemon> daemon(new Daemon(options));
+  if (!options.metrics_listen.empty()) {
+    absl::Status status = daemon->metrics_.Serve(options.metrics_listen);
+    if (!status.ok()) return status;
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Linux lets two processes share a port with SO_REUSEPORT, which would hide a port clash.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &daemon->grpc_port_);
+  builder.RegisterService(&daemon->service_);
+  daemon->server_ = builder.BuildAndStart();
+  if (daemon->server_ == nullptr || daemon->grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--listen: cannot listen on ", options.listen, " (address in use or not available)"));
+  }
+  daemon->SetServing(false);
+  spdlog::info("placerd {} ({}) listening on {} (port {}), metrics on {}", PLACER_VERSION,
+               PLACER_GIT_COMMIT, options.listen, daemon->grpc_port_,
+               options.metrics_listen.empty() ? "(disabled)" : options.metrics_listen);
+  if (options.model_dir.empty()) {
+    spdlog::warn("no --model given: serving no model; model RPCs answer FAILED_PRECONDITION");
+  }
+  return daemon;
+}
+
+void Daemon::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(kPlacerServiceName, serving);
+}
+
+void Daemon::Drain() {
+  // Health first: load balancers and probes must stop sending before anything is refused.
+  server_->GetHealthCheckService()->Shutdown();
+  gate_.StartDraining();
+  const int in_flight = gate_.in_flight();
+  spdlog::info("draining: {} request(s) in flight, waiting up to {} ms", in_flight,
+               options_.drain_timeout.count());
+  const bool idle = gate_.WaitIdle(std::chrono::steady_clock::now() + options_.drain_timeout);
+  if (!idle) {
+    spdlog::warn("drain timeout reached with {} request(s) still running; cancelling them",
+                 gate_.in_flight());
+  }
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Wait();
+  spdlog::info("drained; exiting");
+}
+
+}  // namespace placer::server

@@ -1,0 +1,41 @@
+// placerd's lifetime: bind the gRPC and metrics endpoints, report health, drain on request.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "server/flags.h"
+#include "server/metrics.h"
+#include "server/model_slot.h"
+#include "server/placer_service.h"
+#include "server/request_gate.h"
+
+namespace placer::server {
+
+class Daemon {
+ public:
+  // Binds every endpoint; fails with a message naming the flag whose address is unusable.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
+
+  // Health NOT_SERVING at once, refuse new RPCs, let admitted ones finish up to the drain
+  // timeout, then stop the server (cancelling what is left, health watches included).
+  void Drain();
+
+  int grpc_port() const { return grpc_port_; }
+
+ private:
+  explicit Daemon(const DaemonOptions& options);
+  void SetServing(bool serving);
+
+  DaemonOptions options_;
+  DaemonMetrics metrics_;
+  ModelSlot model_;
+  RequestGate gate_;
+  PlacerService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int grpc_port_ = 0;
+};
+
+}  // namespace placer::server

@@ -1,0 +1,38 @@
+// Command-line flags of placerd. Parsing never exits the process: main decides what to do
+// with help text or an error, so tests can drive the parser directly.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace placer::server {
+
+struct DaemonOptions {
+  std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen = "127.0.0.1:9400";  // empty disables the metrics endpoint
+  std::string model_dir;                          // empty serves no model
+  std::string log_format = "text";                // text | json
+  std::string log_level = "info";
+  std::chrono::milliseconds drain_timeout{30000};
+};
+
+// What the command line asked for: options to run with, or text to print and an exit code
+// (help: 0 on stdout; a bad flag: 2 on stderr, one line).
+struct FlagParseOutcome {
+  std::optional<DaemonOptions> options;
+  std::string message;
+  int exit_code = 0;
+};
+
+FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv);
+
+// "host:port", "[v6]:port"; port 0..65535. Names the flag in the error.
+absl::Status ValidateListenAddress(const std::string& flag, const std::string& address);
+
+// "30s", "500ms", "2m", "1h", or a bare number of seconds.
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text);
+
+}  // namespace placer::server

@@ -1,0 +1,44 @@
+// placerd: parse flags, start the daemon, and drain on SIGTERM or SIGINT.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "server/daemon.h"
+#include "server/flags.h"
+#include "server/logging.h"
+
+int main(int argc, char** argv) {
+  const placer::server::FlagParseOutcome flags = placer::server::ParseDaemonFlags(argc, argv);
+  if (!flags.options) {
+    (flags.exit_code == 0 ? std::cout : std::cerr) << flags.message << std::endl;
+    return flags.exit_code;
+  }
+  const placer::server::DaemonOptions& options = *flags.options;
+  if (absl::Status status = placer::server::ConfigureLogging(options.log_format, options.log_level);
+      !status.ok()) {
+    std::cerr << "placerd: " << status.message() << std::endl;
+    return 2;
+  }
+
+  // Blocked before any thread starts, so every thread inherits the mask and only the
+  // sigwait below ever sees these signals.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto daemon = placer::server::Daemon::Start(options);
+  if (!daemon.ok()) {
+    spdlog::error("{}", std::string(daemon.status().message()));
+    return 1;
+  }
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("received {}; draining", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*daemon)->Drain();
+  return 0;
+}

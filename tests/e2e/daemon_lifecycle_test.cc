@@ -1,0 +1,159 @@
+// A real placerd on loopback, driven by the real client library and CLI: health, model RPCs
+// without a model, an unreachable daemon, and draining on SIGTERM.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "client/placer_client.h"
+#include "server/request_gate.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace placer::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+client::PlacerClient ClientFor(const StartedDaemon& ports) {
+  return client::PlacerClient({ports.target(), seconds(5)});
+}
+
+std::string Cli(const StartedDaemon& ports, const std::string& args) {
+  return std::string(PLACER_CLI_PATH) + " --target " + ports.target() + " " + args;
+}
+
+TEST(DaemonWithoutModel, HealthIsNotServingAndTheCliSaysSo) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports));
+  ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+
+  const CommandResult health = RunCommand(Cli(ports, "health"));
+  EXPECT_EQ(health.exit_code, 1) << health.output;
+  EXPECT_EQ(health.output, "NOT_SERVING\n");
+
+  auto api_health = ClientFor(ports).CheckHealth("placer.v1.Placer");
+  ASSERT_TRUE(api_health.ok()) << api_health.status();
+  EXPECT_EQ(*api_health, client::Health::kNotServing);
+}
+
+TEST(DaemonWithoutModel, ModelRpcsAnswerFailedPreconditionNamingTheFlag) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports));
+  ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+  client::PlacerClient client = ClientFor(ports);
+
+  v1::ForwardRequest forward;
+  forward.add_token_ids(1);
+  auto forwarded = client.Forward(forward);
+  EXPECT_EQ(forwarded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(forwarded.status().message().find("--model"), absl::string_view::npos);
+
+  auto tokenized = client.Tokenize(v1::TokenizeRequest());
+  EXPECT_EQ(tokenized.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  grpc::ClientContext context;
+  v1::GenerateRequest generate;
+  generate.set_prompt("hello");
+  auto reader = client.placer_stub().Generate(&context, generate);
+  v1::GenerateResponse response;
+  EXPECT_FALSE(reader->Read(&response));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(DaemonWithoutModel, InfoReportsNoModelAsTextAndJson) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports));
+  ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+
+  const CommandResult text = RunCommand(Cli(ports, "info"));
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("state:        none"), std::string::npos) << text.output;
+
+  const CommandResult json = RunCommand(Cli(ports, "info --json"));
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json info = nlohmann::json::parse(json.output);
+  EXPECT_EQ(info.at("state"), "none");
+  EXPECT_FALSE(info.at("server_version").get<std::string>().empty());
+}
+
+TEST(Cli, UnreachableDaemonExitsTwoWithOneLineWithinTheTimeout) {
+  const int port = FreeLoopbackPort();
+  const auto started = std::chrono::steady_clock::now();
+  const CommandResult result = RunCommand(std::string(PLACER_CLI_PATH) + " --target 127.0.0.1:" +
+                                          std::to_string(port) + " --timeout 2 health");
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("unreachable"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find('\n'), result.output.size() - 1) << result.output;
+  EXPECT_LT(elapsed, seconds(4)) << "the CLI ignored --timeout";
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(RunCommand(std::string(PLACER_CLI_PATH)).exit_code, 2);
+  EXPECT_EQ(RunCommand(std::string(PLACER_CLI_PATH) + " frobnicate").exit_code, 2);
+}
+
+TEST(DaemonDrain, SigtermEndsHealthWatchesWithNotServingAndExitsZero) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--drain-timeout", "5s"}));
+  ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+
+  client::PlacerClient client = ClientFor(ports);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  grpc::health::v1::HealthCheckRequest request;
+  auto watch = client.health_stub().Watch(&context, request);
+  grpc::health::v1::HealthCheckResponse first;
+  ASSERT_TRUE(watch->Read(&first));
+
+  daemon.Signal(SIGTERM);
+  std::vector<grpc::health::v1::HealthCheckResponse::ServingStatus> seen;
+  for (grpc::health::v1::HealthCheckResponse next; watch->Read(&next);) {
+    seen.push_back(next.status());
+  }
+  watch->Finish();
+  const std::optional<int> code = daemon.WaitExit(seconds(20));
+  ASSERT_TRUE(code.has_value()) << "placerd did not exit after SIGTERM\n" << daemon.Log();
+  EXPECT_EQ(*code, 0) << daemon.Log();
+  const auto last = seen.empty() ? first.status() : seen.back();
+  EXPECT_EQ(last, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_NE(daemon.Log().find("drained"), std::string::npos) << daemon.Log();
+}
+
+TEST(DaemonLogs, JsonFormatWritesOneObjectPerLine) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--log-format", "json"}));
+  ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+  daemon.Signal(SIGINT);
+  ASSERT_EQ(daemon.WaitExit(seconds(20)), 0);
+  std::istringstream lines(daemon.Log());
+  int parsed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json entry = nlohmann::json::parse(line);  // throws on a broken line
+    EXPECT_TRUE(entry.contains("time") && entry.contains("level") && entry.contains("msg"));
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 3);  // listening, no model, draining, drained
+}
+
+// The gate that draining relies on, with real threads.
+TEST(RequestGate, RefusesAfterDrainAndWaitsForAdmittedWork) {
+  server::RequestGate gate;
+  auto held = std::make_unique<server::RequestGate::Ticket>(gate.TryEnter());
+  ASSERT_TRUE(held->admitted());
+  gate.StartDraining();
+  EXPECT_FALSE(gate.TryEnter().admitted());
+  EXPECT_FALSE(gate.WaitIdle(std::chrono::steady_clock::now() + milliseconds(50)));
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    held.reset();
+  });
+  EXPECT_TRUE(gate.WaitIdle(std::chrono::steady_clock::now() + seconds(10)));
+  finisher.join();
+  EXPECT_EQ(gate.in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace placer::testing
