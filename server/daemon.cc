@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/build_info.h"
+#include "server/checkpoint_index.h"
 
 namespace placer::server {
 namespace {
@@ -42,6 +43,34 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     spdlog::warn("no --model given: serving no model; model RPCs answer FAILED_PRECONDITION");
   }
   return daemon;
+}
+
+absl::Status Daemon::LoadModel() {
+  if (options_.model_dir.empty()) return absl::OkStatus();
+  ModelSnapshot loading;
+  loading.state = ModelState::kLoading;
+  loading.path = options_.model_dir;
+  model_.Set(loading);
+  spdlog::info("indexing checkpoint {}", options_.model_dir);
+  const auto started = std::chrono::steady_clock::now();
+  auto indexed = IndexCheckpoint(options_.model_dir);
+  if (!indexed.ok()) {
+    ModelSnapshot failed = loading;
+    failed.state = ModelState::kFailed;
+    failed.error = std::string(indexed.status().message());
+    model_.Set(failed);
+    return indexed.status();
+  }
+  checkpoint_ = indexed->checkpoint;
+  const ModelSnapshot& snapshot = indexed->snapshot;
+  model_.Set(snapshot);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("indexed {} in {:.3f}s: {}, {} parameters, {}", snapshot.path, seconds,
+               snapshot.architecture, snapshot.parameter_count, snapshot.dtype);
+  spdlog::warn("this build has no model runtime yet: health stays NOT_SERVING and only "
+               "GetModelInfo is served");
+  return absl::OkStatus();
 }
 
 void Daemon::SetServing(bool serving) {

@@ -36,6 +36,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (absl::Status loaded = (*daemon)->LoadModel(); !loaded.ok()) {
+    spdlog::error("cannot load model: {}", std::string(loaded.message()));
+    return 1;
+  }
+
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("received {}; draining", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -9,7 +9,9 @@
 
 namespace placer::server {
 
-enum class ModelState { kNone, kLoading, kReady, kFailed };
+// kIndexed: the checkpoint is open and validated, but this build has no runtime to execute
+// it, so the daemon describes it and stays NOT_SERVING.
+enum class ModelState { kNone, kLoading, kIndexed, kReady, kFailed };
 
 const char* ModelStateName(ModelState state);
 

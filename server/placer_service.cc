@@ -52,6 +52,12 @@ grpc::Status PlacerService::AdmitModelCall(RequestGate::Ticket& ticket) const {
     case ModelState::kFailed:
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrCat("model ", model->path, " failed to load: ", model->error));
+    case ModelState::kIndexed:
+      return grpc::Status(
+          grpc::StatusCode::UNIMPLEMENTED,
+          absl::StrCat("model ", model->path,
+                       " is indexed, but this placerd build has no model runtime yet; "
+                       "only GetModelInfo is served"));
     case ModelState::kReady:
       break;
   }

@@ -1,0 +1,200 @@
+#include "loader/checkpoint.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "loader/checkpoint_files.h"
+#include "loader/file_util.h"
+#include "loader/hf_layout.h"
+#include "loader/safetensors_header.h"
+
+namespace placer::loader {
+namespace {
+
+std::string ShapeString(const std::vector<std::int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) return text.status();
+  try {
+    return nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::optional<nlohmann::json>> ReadOptionalJsonObject(const std::string& path) {
+  if (path.empty()) return std::optional<nlohmann::json>();
+  absl::StatusOr<nlohmann::json> parsed = ReadJsonFile(path);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": must be a JSON object"));
+  }
+  return std::optional<nlohmann::json>(*std::move(parsed));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  absl::StatusOr<CheckpointFiles> files = FindCheckpointFiles(dir);
+  if (!files.ok()) return files.status();
+
+  std::shared_ptr<Checkpoint> checkpoint(new Checkpoint());
+  checkpoint->dir_ = dir;
+  {
+    absl::StatusOr<std::string> text = ReadSmallFile(files->config_path);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<ModelConfig> config = ParseModelConfig(*text, files->config_path);
+    if (!config.ok()) return config.status();
+    checkpoint->config_ = *std::move(config);
+  }
+  const ModelConfig& config = checkpoint->config_;
+
+  // Headers: every tensor once, in the shard the index says.
+  std::map<std::string, std::string> file_of_tensor;
+  for (const std::string& shard_name : files->shard_names) {
+    const std::string path = absl::StrCat(dir, "/", shard_name);
+    absl::StatusOr<std::shared_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
+    if (!file.ok()) return file.status();
+    const SafetensorsHeader& header = (*file)->header();
+    const int shard = static_cast<int>(checkpoint->shards_.size());
+    checkpoint->shards_.push_back(ShardInfo{path, header.file_size, (*file)->mtime_ns(),
+                                            header.header_fnv1a64, header.metadata});
+    checkpoint->files_.push_back(*file);
+
+    for (const auto& [stored_name, entry] : header.tensors) {
+      if (files->index) {
+        const auto listed = files->index->weight_map.find(stored_name);
+        if (listed == files->index->weight_map.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": tensor \"", stored_name, "\" is not listed in ", files->index_path));
+        }
+        if (listed->second != shard_name) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": tensor \"", stored_name, "\" is listed in ", files->index_path,
+              " as being in ", listed->second));
+        }
+      }
+      const std::string name = CanonicalTensorName(config, stored_name);
+      if (const auto [it, inserted] = file_of_tensor.emplace(name, path); !inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor \"", name, "\" appears twice: in ", it->second, " and in ", path));
+      }
+      TensorInfo info;
+      info.name = name;
+      info.stored_name = stored_name;
+      info.shard = shard;
+      info.dtype = entry.dtype;
+      info.shape = entry.shape;
+      info.num_elements = static_cast<std::int64_t>(entry.num_elements);
+      info.begin = entry.begin;
+      info.end = entry.end;
+      checkpoint->tensors_.emplace(name, std::move(info));
+    }
+  }
+  if (files->index) {
+    for (const auto& [stored_name, shard_name] : files->index->weight_map) {
+      if (file_of_tensor.count(CanonicalTensorName(config, stored_name)) == 0) {
+        return absl::NotFoundError(absl::StrCat(
+            files->index_path, ": tensor \"", stored_name, "\" is listed in shard ",
+            shard_name, " but absent from it"));
+      }
+    }
+  }
+
+  // Names and shapes must be what config.json implies for the architecture.
+  std::set<std::string> expected_names;
+  for (const ExpectedTensor& expected : ExpectedTensors(config)) {
+    expected_names.insert(expected.name);
+    const TensorInfo* info = checkpoint->Find(expected.name);
+    if (info == nullptr) {
+      return absl::NotFoundError(absl::StrCat(
+          dir, ": tensor \"", expected.name, "\" is missing; config.json (",
+          ArchitectureName(config.architecture), ") requires it"));
+    }
+    if (info->shape != expected.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          checkpoint->shards_[static_cast<std::size_t>(info->shard)].path, ": tensor \"",
+          expected.name, "\" has shape ", ShapeString(info->shape), " but config.json implies ",
+          ShapeString(expected.shape)));
+    }
+  }
+  std::map<DType, std::uint64_t> bytes_by_dtype;
+  for (const auto& [name, info] : checkpoint->tensors_) {
+    const bool tied_head = name == "lm_head.weight" && config.tie_word_embeddings;
+    const bool buffer = IsKnownNonParameterBuffer(config, name);
+    if (expected_names.count(name) == 0 && !tied_head && !buffer) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          checkpoint->shards_[static_cast<std::size_t>(info.shard)].path, ": tensor \"", name,
+          "\" is not part of ", ArchitectureName(config.architecture),
+          " as config.json describes it"));
+    }
+    if (tied_head && info.shape != std::vector<std::int64_t>{config.vocab_size, config.hidden_size}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          checkpoint->shards_[static_cast<std::size_t>(info.shard)].path,
+          ": tensor \"lm_head.weight\" has shape ", ShapeString(info.shape),
+          " but config.json implies ", ShapeString({config.vocab_size, config.hidden_size})));
+    }
+    checkpoint->total_bytes_ += info.nbytes();
+    if (!buffer) checkpoint->parameter_count_ += info.num_elements;
+    if (IsFloatingDType(info.dtype)) bytes_by_dtype[info.dtype] += info.nbytes();
+  }
+  std::uint64_t most_bytes = 0;
+  for (const auto& [dtype, bytes] : bytes_by_dtype) {
+    if (bytes >= most_bytes) {
+      most_bytes = bytes;
+      checkpoint->dtype_ = dtype;
+    }
+  }
+
+  if (!files->generation_config_path.empty()) {
+    absl::StatusOr<std::optional<nlohmann::json>> generation =
+        ReadOptionalJsonObject(files->generation_config_path);
+    if (!generation.ok()) return generation.status();
+    checkpoint->generation_config_ = **generation;
+    checkpoint->has_generation_config_ = true;
+  }
+  absl::StatusOr<std::optional<nlohmann::json>> tokenizer =
+      ReadOptionalJsonObject(files->tokenizer_path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  checkpoint->tokenizer_ = *std::move(tokenizer);
+  absl::StatusOr<std::optional<nlohmann::json>> tokenizer_config =
+      ReadOptionalJsonObject(files->tokenizer_config_path);
+  if (!tokenizer_config.ok()) return tokenizer_config.status();
+  checkpoint->tokenizer_config_ = *std::move(tokenizer_config);
+  return checkpoint;
+}
+
+absl::StatusOr<at::Tensor> Checkpoint::ReadTensor(absl::string_view name) const {
+  const TensorInfo* info = Find(name);
+  if (info == nullptr) {
+    return absl::NotFoundError(absl::StrCat(dir_, ": no tensor \"", name, "\""));
+  }
+  return files_[static_cast<std::size_t>(info->shard)]->Read(info->stored_name);
+}
+
+absl::StatusOr<at::Tensor> Checkpoint::ReadTensor(absl::string_view name, at::ScalarType dtype,
+                                                  at::Device device) const {
+  const TensorInfo* info = Find(name);
+  if (info == nullptr) {
+    return absl::NotFoundError(absl::StrCat(dir_, ": no tensor \"", name, "\""));
+  }
+  return files_[static_cast<std::size_t>(info->shard)]->Read(info->stored_name, dtype, device);
+}
+
+std::size_t Checkpoint::mapped_shard_count() const {
+  std::size_t count = 0;
+  for (const auto& file : files_) count += file->mapped() ? 1 : 0;
+  return count;
+}
+
+const TensorInfo* Checkpoint::Find(absl::string_view name) const {
+  const auto it = tensors_.find(std::string(name));
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+}  // namespace placer::loader

@@ -1,0 +1,67 @@
+// Writes a checkpoint directory in the exact Hugging Face layout: config.json
+// and generation_config.json as transformers writes them, and the tensors of
+// hf_layout.h in model.safetensors, or in model-0000K-of-0000N.safetensors
+// shards plus model.safetensors.index.json when they exceed the shard size.
+// Tensor values come from a caller-supplied fill, so this stays free of
+// libtorch (the fuzz seed maker uses it with constant fills).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "loader/dtype.h"
+#include "loader/hf_layout.h"
+#include "loader/safetensors_writer.h"
+
+namespace placer::loader {
+
+struct CheckpointSpec {
+  std::string arch = "llama";  // "llama" or "gpt2"
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;  // llama only; 0 means = heads
+  std::int64_t intermediate = 0;  // 0 means 4 * hidden for gpt2
+  std::int64_t vocab = 0;
+  std::int64_t max_positions = 0;
+  DType dtype = DType::kF32;
+  bool tie_word_embeddings = false;
+  std::int64_t bos_token_id = 1;
+  std::int64_t eos_token_id = 2;
+};
+
+// Presets: "tiny" (~1-5M parameters), "small" (~100M), "medium" (~1B).
+absl::StatusOr<CheckpointSpec> PresetSpec(absl::string_view arch, absl::string_view preset);
+
+// Checks sizes are positive and consistent (heads divide hidden, ...).
+absl::Status ValidateSpec(const CheckpointSpec& spec);
+
+nlohmann::ordered_json ConfigJson(const CheckpointSpec& spec);
+nlohmann::ordered_json GenerationConfigJson(const CheckpointSpec& spec);
+
+// Parses "2GB", "500MiB", "1048576", "1.5G": decimal units (KB, MB, GB, TB)
+// are powers of 1000 as transformers reads them, binary units powers of 1024.
+absl::StatusOr<std::uint64_t> ParseByteSize(absl::string_view text);
+
+// Produces the fill for one tensor, called in write order.
+using TensorFillFactory =
+    std::function<SafetensorsWriter::FillFn(const ExpectedTensor& tensor, DType dtype)>;
+
+struct WrittenCheckpoint {
+  std::int64_t parameter_count = 0;
+  std::uint64_t total_bytes = 0;
+  int shard_count = 0;
+};
+
+// Creates `dir` if needed and writes config, generation config and weights.
+absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir,
+                                                  const CheckpointSpec& spec,
+                                                  std::uint64_t max_shard_bytes,
+                                                  const TensorFillFactory& make_fill);
+
+}  // namespace placer::loader

@@ -1,0 +1,19 @@
+# The torch-free part of the loader: file formats only. Included by
+# loader/CMakeLists.txt and by the standalone fuzz build (tests/fuzz), which
+# compiles it with clang and sanitizers.
+set(PLACER_LOADER_FORMAT_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_writer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dtype.cc
+  ${CMAKE_CURRENT_LIST_DIR}/file_util.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hf_layout.cc
+  ${CMAKE_CURRENT_LIST_DIR}/model_config.cc
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors_header.cc
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/shard_index.cc)
+
+add_library(placer_loader_format STATIC ${PLACER_LOADER_FORMAT_SOURCES})
+target_include_directories(placer_loader_format PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
+target_link_libraries(placer_loader_format PUBLIC
+  absl::status absl::statusor absl::strings absl::str_format
+  nlohmann_json::nlohmann_json)
+target_compile_options(placer_loader_format PRIVATE -Wall -Wextra -Werror)

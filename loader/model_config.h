@@ -1,0 +1,76 @@
+// config.json normalized into one struct for every supported architecture,
+// so model code reads `hidden_size` whether the file says hidden_size (Llama
+// family) or n_embd (GPT-2).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace placer::loader {
+
+enum class Architecture { kLlama, kMistral, kQwen2, kGpt2 };
+
+// "LlamaForCausalLM", ...: the names config.json "architectures" uses.
+std::vector<std::string> SupportedArchitectures();
+absl::string_view ArchitectureName(Architecture architecture);
+
+struct RopeScaling {
+  std::string rope_type;  // "linear", "dynamic", "llama3", "yarn", ...
+  double factor = 1.0;
+  // llama3 only.
+  std::optional<double> low_freq_factor;
+  std::optional<double> high_freq_factor;
+  std::optional<std::int64_t> original_max_position_embeddings;
+};
+
+struct ModelConfig {
+  Architecture architecture = Architecture::kLlama;
+  std::string model_type;  // "llama", "mistral", "qwen2", "gpt2"
+
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t num_hidden_layers = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_key_value_heads = 0;  // defaults to num_attention_heads
+  std::int64_t head_dim = 0;             // defaults to hidden / heads
+  std::int64_t vocab_size = 0;
+  std::int64_t max_position_embeddings = 0;
+
+  // rms_norm_eps for the Llama family, layer_norm_epsilon for GPT-2.
+  double norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  std::optional<std::int64_t> sliding_window;  // Mistral / Qwen2 when set
+
+  // Which linear layers carry a bias. Llama's attention_bias covers q, k, v
+  // and o; Qwen2 always has q/k/v bias and never o bias; GPT-2 has all.
+  bool qkv_bias = false;
+  bool o_proj_bias = false;
+  bool mlp_bias = false;
+  bool tie_word_embeddings = false;
+
+  std::string torch_dtype;  // as written ("bfloat16"), empty when absent
+  std::optional<std::int64_t> bos_token_id;
+  std::vector<std::int64_t> eos_token_ids;  // eos_token_id may be int or list
+  std::optional<std::int64_t> pad_token_id;
+
+  nlohmann::json raw;  // the file as parsed, for fields not normalized here
+
+  bool is_gpt2() const { return architecture == Architecture::kGpt2; }
+};
+
+// Unknown architectures get an error listing the supported ones; a field of
+// the wrong JSON type gets an error naming the field.
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
+                                             absl::string_view file);
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& config,
+                                                absl::string_view file);
+
+}  // namespace placer::loader

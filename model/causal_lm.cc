@@ -1,0 +1,27 @@
+#include "model/causal_lm.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include "absl/strings/str_cat.h"
+#include "loader/checkpoint.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+
+namespace placer::model {
+
+absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
+    std::shared_ptr<const loader::Checkpoint> checkpoint) {
+  try {
+    if (checkpoint->config().is_gpt2()) return LoadGpt2(checkpoint);
+    return LoadLlama(checkpoint);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat(checkpoint->dir(), ": binding weights failed: ", e.what_without_backtrace()));
+  }
+}
+
+void SetComputeThreads(int threads) { at::set_num_threads(threads); }
+int ComputeThreads() { return at::get_num_threads(); }
+
+}  // namespace placer::model

@@ -1,0 +1,46 @@
+// A causal language model ready to run: the server's view of model/. No libtorch types
+// cross this header, so server code compiles without ATen.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace placer::loader {
+class Checkpoint;
+}
+
+namespace placer::model {
+
+// Row-major float32 logits: shape [positions, vocab].
+struct Logits {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+class CausalLm {
+ public:
+  virtual ~CausalLm() = default;
+
+  // Runs the whole prompt from position 0 with a fresh cache. With all_positions the logits
+  // of every position, else of the last one. Errors name the offending token or tensor.
+  virtual absl::StatusOr<Logits> Forward(const std::vector<int32_t>& token_ids,
+                                         bool all_positions) const = 0;
+
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_positions() const = 0;
+};
+
+// Binds every weight of the checkpoint (zero-copy views over the mapped shards when the
+// stored dtype is F32) and returns the architecture's model. CPU, F32 compute.
+absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
+    std::shared_ptr<const loader::Checkpoint> checkpoint);
+
+// Intra-op threads of the tensor library (ATen defaults to 1 on some machines).
+void SetComputeThreads(int threads);
+int ComputeThreads();
+
+}  // namespace placer::model

@@ -1,0 +1,80 @@
+#include "model/rotary.h"
+
+#include <cmath>
+
+namespace placer::model {
+namespace {
+
+at::Tensor DefaultInverseFrequencies(int64_t head_dim, double theta) {
+  const at::Tensor exponents =
+      at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) /
+      static_cast<double>(head_dim);
+  return 1.0 / at::pow(theta, exponents);
+}
+
+// Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the band between
+// interpolated smoothly.
+at::Tensor Llama3InverseFrequencies(const at::Tensor& inverse_frequencies,
+                                    const loader::RopeScaling& scaling,
+                                    int64_t default_original_max) {
+  const double factor = scaling.factor;
+  const double low = scaling.low_freq_factor.value_or(1.0);
+  const double high = scaling.high_freq_factor.value_or(4.0);
+  const double original =
+      static_cast<double>(scaling.original_max_position_embeddings.value_or(default_original_max));
+  const double low_wavelength = original / low;
+  const double high_wavelength = original / high;
+  const at::Tensor wavelength = 2 * M_PI / inverse_frequencies;
+  at::Tensor scaled =
+      at::where(wavelength > low_wavelength, inverse_frequencies / factor, inverse_frequencies);
+  const at::Tensor smooth = (original / wavelength - low) / (high - low);
+  const at::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+  const at::Tensor medium = (wavelength >= high_wavelength).logical_and(wavelength <= low_wavelength);
+  return at::where(medium, smoothed, scaled);
+}
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+RotaryEmbedding::RotaryEmbedding(const loader::ModelConfig& config)
+    : head_dim_(config.head_dim),
+      theta_(config.rope_theta),
+      max_positions_(config.max_position_embeddings),
+      scaling_(config.rope_scaling) {
+  base_inverse_frequencies_ = DefaultInverseFrequencies(head_dim_, theta_);
+  if (scaling_ && scaling_->rope_type == "llama3") {
+    base_inverse_frequencies_ =
+        Llama3InverseFrequencies(base_inverse_frequencies_, *scaling_, max_positions_);
+  } else if (scaling_ && scaling_->rope_type == "linear") {
+    base_inverse_frequencies_ = base_inverse_frequencies_ / scaling_->factor;
+  }
+}
+
+at::Tensor RotaryEmbedding::InverseFrequencies(int64_t sequence_length) const {
+  if (scaling_ && scaling_->rope_type == "dynamic" && sequence_length > max_positions_) {
+    const double factor = scaling_->factor;
+    const double base =
+        theta_ * std::pow(factor * sequence_length / max_positions_ - (factor - 1),
+                          static_cast<double>(head_dim_) / (head_dim_ - 2));
+    return DefaultInverseFrequencies(head_dim_, base);
+  }
+  return base_inverse_frequencies_;
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::Apply(const at::Tensor& q, const at::Tensor& k,
+                                                         int64_t start) const {
+  const int64_t length = q.size(1);
+  const at::Tensor positions =
+      at::arange(start, start + length, at::TensorOptions().dtype(at::kLong)).to(at::kFloat);
+  const at::Tensor frequencies = at::outer(positions, InverseFrequencies(start + length));
+  const at::Tensor angles = at::cat({frequencies, frequencies}, -1);
+  const at::Tensor cos = angles.cos().to(q.scalar_type());
+  const at::Tensor sin = angles.sin().to(q.scalar_type());
+  return {q * cos + RotateHalf(q) * sin, k * cos + RotateHalf(k) * sin};
+}
+
+}  // namespace placer::model

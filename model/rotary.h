@@ -1,0 +1,30 @@
+// Rotary position embeddings as transformers computes them (rotate_half convention), with
+// rope_scaling of types "linear", "dynamic" (NTK) and "llama3".
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "loader/model_config.h"
+
+namespace placer::model {
+
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const loader::ModelConfig& config);
+
+  // q: [heads, T, d], k: [kv_heads, T, d] for positions start .. start+T-1, rotated in place
+  // of a copy; returns {q, k}.
+  std::pair<at::Tensor, at::Tensor> Apply(const at::Tensor& q, const at::Tensor& k,
+                                          int64_t start) const;
+
+ private:
+  at::Tensor InverseFrequencies(int64_t sequence_length) const;
+
+  int64_t head_dim_;
+  double theta_;
+  int64_t max_positions_;
+  std::optional<loader::RopeScaling> scaling_;
+  at::Tensor base_inverse_frequencies_;
+};
+
+}  // namespace placer::model

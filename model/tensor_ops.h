@@ -1,0 +1,20 @@
+// The arithmetic that the architectures share, written once in Hugging Face's conventions
+// so that logits match transformers' to float rounding.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace placer::model {
+
+// Llama's RMSNorm: computed in float32, then scaled by the weight.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// x @ weight^T (+ bias): weight stored [out, in] as nn.Linear stores it.
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
+
+// Scaled dot-product attention over [heads, T, d] queries and [kv_heads, S, d] keys/values,
+// where the T queries sit at positions S-T .. S-1 (causal). kv heads are shared by
+// heads / kv_heads query heads (grouped-query attention).
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+}  // namespace placer::model

@@ -1,0 +1,98 @@
+#include "tests/fuzz/seed_corpus.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "loader/checkpoint_writer.h"
+#include "loader/file_util.h"
+
+namespace placer::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Hand-written configs covering fields the writer never emits.
+constexpr const char* kConfigs[] = {
+    R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 100, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+        "rope_type": "llama3"}, "eos_token_id": [1, 2], "torch_dtype": "bfloat16"})",
+    R"({"architectures": ["MistralForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "vocab_size": 100, "sliding_window": 4096, "head_dim": 32})",
+    R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "tie_word_embeddings": true, "rope_scaling": {"type": "linear", "factor": 2}})",
+    R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100,
+        "n_inner": 100, "layer_norm_epsilon": 1e-5})",
+};
+
+void FillPattern(std::uint8_t* destination, std::size_t nbytes) {
+  for (std::size_t i = 0; i < nbytes; ++i) destination[i] = static_cast<std::uint8_t>(i * 31 + 7);
+}
+
+}  // namespace
+
+absl::StatusOr<SeedCorpus> WriteSeedCorpus(const std::string& root) {
+  SeedCorpus corpus;
+  std::error_code error;
+  for (const char* target : {"safetensors_header", "shard_index", "model_config"}) {
+    fs::create_directories(fs::path(root) / target, error);
+    if (error) return absl::UnavailableError(absl::StrCat(root, ": ", error.message()));
+  }
+  const fs::path work = fs::path(root) / "checkpoints";
+  int case_number = 0;
+  for (const char* arch : {"llama", "gpt2"}) {
+    for (const bool sharded : {false, true}) {
+      absl::StatusOr<loader::CheckpointSpec> spec = loader::PresetSpec(arch, "tiny");
+      if (!spec.ok()) return spec.status();
+      spec->layers = 2, spec->hidden = 16, spec->heads = 2;
+      spec->kv_heads = std::string(arch) == "llama" ? 1 : 2;
+      spec->intermediate = 32, spec->vocab = 40, spec->max_positions = 16;
+      spec->dtype = sharded ? loader::DType::kBF16 : loader::DType::kF32;
+      const std::string dir = (work / absl::StrCat(arch, case_number)).string();
+      absl::StatusOr<loader::WrittenCheckpoint> written = loader::WriteCheckpoint(
+          dir, *spec, sharded ? 3000 : 1ull << 40,
+          [](const loader::ExpectedTensor&, loader::DType) {
+            return [](std::uint8_t* destination, std::size_t nbytes) {
+              FillPattern(destination, nbytes);
+              return absl::OkStatus();
+            };
+          });
+      if (!written.ok()) return written.status();
+      for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        std::string target;
+        if (entry.path().extension() == ".safetensors") target = "safetensors_header";
+        if (name == "model.safetensors.index.json") target = "shard_index";
+        if (name == "config.json") target = "model_config";
+        if (target.empty()) continue;
+        const fs::path destination =
+            fs::path(root) / target / absl::StrCat(arch, case_number, "-", name);
+        fs::copy_file(entry.path(), destination, fs::copy_options::overwrite_existing, error);
+        if (error) return absl::UnavailableError(absl::StrCat(destination.string(), ": ", error.message()));
+        (target == "safetensors_header" ? corpus.safetensors_header
+         : target == "shard_index"      ? corpus.shard_index
+                                        : corpus.model_config)
+            .push_back(destination.string());
+      }
+      ++case_number;
+    }
+  }
+  fs::remove_all(work, error);
+  int config_number = 0;
+  for (const char* config : kConfigs) {
+    const std::string path =
+        (fs::path(root) / "model_config" / absl::StrCat("handwritten", config_number++, ".json"))
+            .string();
+    if (absl::Status status = loader::WriteFileAtomically(path, config); !status.ok()) {
+      return status;
+    }
+    corpus.model_config.push_back(path);
+  }
+  return corpus;
+}
+
+}  // namespace placer::fuzz
