@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
 #include "model/gpt2.h"
@@ -22,6 +24,18 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
 }
 
 void SetComputeThreads(int threads) { at::set_num_threads(threads); }
+
+std::string BlasLibraryInUse() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t path = line.find('/');
+    if (path == std::string::npos) continue;
+    const std::string file = line.substr(path);
+    const std::string name = file.substr(file.rfind('/') + 1);
+    if (name.rfind("libblas.so", 0) == 0 || name.rfind("libopenblas", 0) == 0) return file;
+  }
+  return "none";
+}
 int ComputeThreads() { return at::get_num_threads(); }
 
 }  // namespace placer::model

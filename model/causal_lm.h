@@ -43,4 +43,8 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
 void SetComputeThreads(int threads);
 int ComputeThreads();
 
+// The BLAS shared library this process really mapped (libtorch calls whatever libblas.so.3
+// the system selects, and the reference BLAS is many times slower than OpenBLAS).
+std::string BlasLibraryInUse();
+
 }  // namespace placer::model

@@ -10,6 +10,7 @@ packages=(
   libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
   curl
+  python3-torch
 )
 
 missing=()

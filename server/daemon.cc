@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/build_info.h"
-#include "server/checkpoint_index.h"
+#include "server/model_loading.h"
 
 namespace placer::server {
 namespace {
@@ -51,25 +51,23 @@ absl::Status Daemon::LoadModel() {
   loading.state = ModelState::kLoading;
   loading.path = options_.model_dir;
   model_.Set(loading);
-  spdlog::info("indexing checkpoint {}", options_.model_dir);
+  spdlog::info("loading model {}", options_.model_dir);
   const auto started = std::chrono::steady_clock::now();
-  auto indexed = IndexCheckpoint(options_.model_dir);
-  if (!indexed.ok()) {
+  auto loaded = LoadServedModel(options_.model_dir);
+  if (!loaded.ok()) {
     ModelSnapshot failed = loading;
     failed.state = ModelState::kFailed;
-    failed.error = std::string(indexed.status().message());
+    failed.error = std::string(loaded.status().message());
     model_.Set(failed);
-    return indexed.status();
+    return loaded.status();
   }
-  checkpoint_ = indexed->checkpoint;
-  const ModelSnapshot& snapshot = indexed->snapshot;
-  model_.Set(snapshot);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  spdlog::info("indexed {} in {:.3f}s: {}, {} parameters, {}", snapshot.path, seconds,
-               snapshot.architecture, snapshot.parameter_count, snapshot.dtype);
-  spdlog::warn("this build has no model runtime yet: health stays NOT_SERVING and only "
-               "GetModelInfo is served");
+  spdlog::info("loaded {} in {:.3f}s: {}, {} parameters, {}{}", loaded->path, seconds,
+               loaded->architecture, loaded->parameter_count, loaded->dtype,
+               loaded->has_tokenizer ? "" : ", no tokenizer (text requests are refused)");
+  model_.Set(*std::move(loaded));
+  SetServing(true);
   return absl::OkStatus();
 }
 

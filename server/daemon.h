@@ -12,10 +12,6 @@
 #include "server/placer_service.h"
 #include "server/request_gate.h"
 
-namespace placer::loader {
-class Checkpoint;
-}
-
 namespace placer::server {
 
 class Daemon {
@@ -27,8 +23,9 @@ class Daemon {
   // timeout, then stop the server (cancelling what is left, health watches included).
   void Drain();
 
-  // Opens the --model checkpoint (state "loading" meanwhile); a failure is the process's
-  // failure: the caller logs it and exits 1, never serving a half-loaded model.
+  // Loads the --model checkpoint (state "loading", health NOT_SERVING meanwhile) and then
+  // turns health SERVING. A failure is the process's failure: the caller logs it and exits 1,
+  // never serving a half-loaded model.
   absl::Status LoadModel();
 
   int grpc_port() const { return grpc_port_; }
@@ -42,7 +39,6 @@ class Daemon {
   ModelSlot model_;
   RequestGate gate_;
   PlacerService service_;
-  std::shared_ptr<loader::Checkpoint> checkpoint_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
 };

@@ -74,6 +74,9 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", options.log_level, "minimum level logged")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--threads", options.threads,
+                 "compute threads for the forward pass; 0 means one per CPU core")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--drain-timeout", drain_timeout,
                  "on SIGTERM, how long in-flight requests may finish (e.g. 30s, 500ms)");
 

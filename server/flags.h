@@ -17,6 +17,7 @@ struct DaemonOptions {
   std::string log_format = "text";                // text | json
   std::string log_level = "info";
   std::chrono::milliseconds drain_timeout{30000};
+  int threads = 0;  // intra-op compute threads; 0 means one per CPU core
 };
 
 // What the command line asked for: options to run with, or text to print and an exit code

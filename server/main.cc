@@ -4,12 +4,23 @@
 
 #include <cstdio>
 #include <iostream>
+#include <thread>
+
+#include "model/causal_lm.h"
 
 #include "server/daemon.h"
 #include "server/flags.h"
 #include "server/logging.h"
 
 int main(int argc, char** argv) {
+  // Blocked before any thread starts (gRPC, civetweb, OpenMP), so every thread inherits
+  // the mask and only the sigwait below ever sees these signals.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   const placer::server::FlagParseOutcome flags = placer::server::ParseDaemonFlags(argc, argv);
   if (!flags.options) {
     (flags.exit_code == 0 ? std::cout : std::cerr) << flags.message << std::endl;
@@ -22,13 +33,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Blocked before any thread starts, so every thread inherits the mask and only the
-  // sigwait below ever sees these signals.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  placer::model::SetComputeThreads(
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  spdlog::info("compute: {} thread(s), BLAS {}", placer::model::ComputeThreads(),
+               placer::model::BlasLibraryInUse());
 
   auto daemon = placer::server::Daemon::Start(options);
   if (!daemon.ok()) {

@@ -8,8 +8,6 @@ const char* ModelStateName(ModelState state) {
       return "none";
     case ModelState::kLoading:
       return "loading";
-    case ModelState::kIndexed:
-      return "indexed";
     case ModelState::kReady:
       return "ready";
     case ModelState::kFailed:

@@ -7,11 +7,13 @@
 #include <mutex>
 #include <string>
 
+namespace placer::model {
+class CausalLm;
+}
+
 namespace placer::server {
 
-// kIndexed: the checkpoint is open and validated, but this build has no runtime to execute
-// it, so the daemon describes it and stays NOT_SERVING.
-enum class ModelState { kNone, kLoading, kIndexed, kReady, kFailed };
+enum class ModelState { kNone, kLoading, kReady, kFailed };
 
 const char* ModelStateName(ModelState state);
 
@@ -22,6 +24,8 @@ struct ModelSnapshot {
   std::string dtype;
   uint64_t parameter_count = 0;
   std::string error;  // why loading failed, when state is kFailed
+  bool has_tokenizer = false;
+  std::shared_ptr<const model::CausalLm> model;  // set when state is kReady
 };
 
 class ModelSlot {

@@ -1,6 +1,7 @@
 #include "server/placer_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "model/causal_lm.h"
 #include "server/build_info.h"
 
 namespace placer::server {
@@ -39,48 +40,76 @@ grpc::Status PlacerService::Finish(const char* rpc, grpc::Status status) {
   return status;
 }
 
-grpc::Status PlacerService::AdmitModelCall(RequestGate::Ticket& ticket) const {
+grpc::Status PlacerService::AdmitModelCall(const RequestGate::Ticket& ticket,
+                                           std::shared_ptr<const ModelSnapshot>* model) const {
   if (!ticket.admitted()) return kDraining;
-  const auto model = model_->Get();
-  switch (model->state) {
+  *model = model_->Get();
+  const ModelSnapshot& snapshot = **model;
+  switch (snapshot.state) {
     case ModelState::kNone:
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "no model loaded: start placerd with --model DIR");
     case ModelState::kLoading:
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("model ", model->path, " is still loading"));
+                          absl::StrCat("model ", snapshot.path, " is still loading"));
     case ModelState::kFailed:
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("model ", model->path, " failed to load: ", model->error));
-    case ModelState::kIndexed:
       return grpc::Status(
-          grpc::StatusCode::UNIMPLEMENTED,
-          absl::StrCat("model ", model->path,
-                       " is indexed, but this placerd build has no model runtime yet; "
-                       "only GetModelInfo is served"));
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("model ", snapshot.path, " failed to load: ", snapshot.error));
     case ModelState::kReady:
       break;
   }
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "this placerd build has no model runtime yet");
+  return grpc::Status::OK;
 }
 
 grpc::Status PlacerService::Generate(grpc::ServerContext*, const v1::GenerateRequest*,
                                      grpc::ServerWriter<v1::GenerateResponse>*) {
-  RequestGate::Ticket ticket = gate_->TryEnter();
-  return Finish("Generate", AdmitModelCall(ticket));
+  const RequestGate::Ticket ticket = gate_->TryEnter();
+  std::shared_ptr<const ModelSnapshot> model;
+  grpc::Status status = AdmitModelCall(ticket, &model);
+  if (status.ok()) {
+    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          "Generate needs the generation engine, which this placerd build does "
+                          "not have yet; Forward serves logits");
+  }
+  return Finish("Generate", status);
 }
 
-grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardRequest*,
-                                    v1::ForwardResponse*) {
-  RequestGate::Ticket ticket = gate_->TryEnter();
-  return Finish("Forward", AdmitModelCall(ticket));
+grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardRequest* request,
+                                    v1::ForwardResponse* response) {
+  const RequestGate::Ticket ticket = gate_->TryEnter();
+  std::shared_ptr<const ModelSnapshot> model;
+  grpc::Status status = AdmitModelCall(ticket, &model);
+  if (!status.ok()) return Finish("Forward", status);
+  const std::vector<int32_t> tokens(request->token_ids().begin(), request->token_ids().end());
+  auto logits = model->model->Forward(tokens, request->all_positions());
+  if (!logits.ok()) {
+    return Finish("Forward", grpc::Status(static_cast<grpc::StatusCode>(logits.status().code()),
+                                          std::string(logits.status().message())));
+  }
+  v1::Tensor* out = response->mutable_logits();
+  for (int64_t dim : logits->shape) out->add_shape(dim);
+  out->set_dtype("float32");
+  // Little-endian hosts only (x86-64, aarch64): the floats are already in wire order.
+  out->set_data(reinterpret_cast<const char*>(logits->values.data()),
+                logits->values.size() * sizeof(float));
+  return Finish("Forward", grpc::Status::OK);
 }
 
 grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest*,
                                      v1::TokenizeResponse*) {
-  RequestGate::Ticket ticket = gate_->TryEnter();
-  return Finish("Tokenize", AdmitModelCall(ticket));
+  const RequestGate::Ticket ticket = gate_->TryEnter();
+  std::shared_ptr<const ModelSnapshot> model;
+  grpc::Status status = AdmitModelCall(ticket, &model);
+  if (status.ok() && !model->has_tokenizer) {
+    status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("model ", model->path,
+                                       " has no tokenizer.json: send token ids instead of text"));
+  } else if (status.ok()) {
+    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          "this placerd build cannot run tokenizer.json yet");
+  }
+  return Finish("Tokenize", status);
 }
 
 grpc::Status PlacerService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,

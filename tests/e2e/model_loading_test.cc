@@ -1,5 +1,6 @@
-// placerd --model on real checkpoints written by placer-make-checkpoint: a good one is indexed
-// and described; a bad one ends the process with exit code 1 and a line naming the problem.
+// placerd --model on real checkpoints written by placer-make-checkpoint: a good one is loaded,
+// served and described; a bad one ends the process with exit code 1 and a line naming the
+// problem.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -46,23 +47,30 @@ class ModelLoading : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(ModelLoading, IndexedCheckpointIsDescribedButNotServed) {
+TEST_F(ModelLoading, ReadyModelIsServingDescribedAndAnswersForward) {
   WriteCheckpoint();
   const StartedDaemon ports = PickPorts();
-  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string()}));
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--threads", "2"}));
   client::PlacerClient client({ports.target(), seconds(5)});
   ASSERT_TRUE(WaitUntil(
       [&] {
-        auto info = client.GetModelInfo();
-        return info.ok() && info->state() == "indexed";
+        auto health = client.CheckHealth();
+        return health.ok() && *health == client::Health::kServing;
       },
       seconds(30)))
       << daemon.Log();
+  EXPECT_EQ(RunCommand(std::string(PLACER_CLI_PATH) + " --target " + ports.target() + " health")
+                .exit_code,
+            0);
+  // libtorch must really be calling OpenBLAS, not the reference BLAS (check, don't assume).
+  EXPECT_NE(daemon.Log().find("openblas"), std::string::npos) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("compute: 2 thread(s)"), std::string::npos) << daemon.Log();
 
   const CommandResult json = RunCommand(std::string(PLACER_CLI_PATH) + " --target " +
                                         ports.target() + " info --json");
   ASSERT_EQ(json.exit_code, 0) << json.output;
   const nlohmann::json info = nlohmann::json::parse(json.output);
+  EXPECT_EQ(info.at("state"), "ready");
   EXPECT_EQ(info.at("architecture"), "LlamaForCausalLM");
   EXPECT_EQ(info.at("dtype"), "F32");
   EXPECT_EQ(info.at("model_path"), dir_.string());
@@ -73,15 +81,84 @@ TEST_F(ModelLoading, IndexedCheckpointIsDescribedButNotServed) {
   const int64_t expected = 2 * vocab * hidden + hidden + layers * per_layer;
   EXPECT_EQ(std::stoll(info.at("parameter_count").get<std::string>()), expected);
 
-  // Nothing can run it yet: health stays NOT_SERVING and generation says why.
-  EXPECT_EQ(client.CheckHealth().value(), client::Health::kNotServing);
   v1::ForwardRequest forward;
-  forward.add_token_ids(1);
-  auto forwarded = client.Forward(forward);
-  EXPECT_EQ(forwarded.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(forwarded.status().message().find("indexed"), absl::string_view::npos);
+  for (int token : {1, 5, 9, 200}) forward.add_token_ids(token);
+  auto last = client.Forward(forward);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->logits().dtype(), "float32");
+  ASSERT_EQ(last->logits().shape_size(), 2);
+  EXPECT_EQ(last->logits().shape(0), 1);
+  EXPECT_EQ(last->logits().shape(1), vocab);
+  ASSERT_EQ(last->logits().data().size(), vocab * sizeof(float));
+
+  forward.set_all_positions(true);
+  auto all = client.Forward(forward);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->logits().shape(0), 4);
+  ASSERT_EQ(all->logits().data().size(), 4 * vocab * sizeof(float));
+  // The same prompt gives the same numbers; the last row is the last-position answer.
+  EXPECT_EQ(all->logits().data().substr(3 * vocab * sizeof(float)), last->logits().data());
+
+  forward.add_token_ids(static_cast<int>(vocab));
+  auto bad = client.Forward(forward);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("token_ids[4]"), absl::string_view::npos)
+      << bad.status();
 
   daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.WaitExit(seconds(20)), 0) << daemon.Log();
+}
+
+TEST_F(ModelLoading, TextRequestsWithoutATokenizerSayItIsMissing) {
+  WriteCheckpoint("--no-tokenizer");
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string()}));
+  client::PlacerClient client({ports.target(), seconds(5)});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto info = client.GetModelInfo();
+        return info.ok() && info->state() == "ready";
+      },
+      seconds(30)))
+      << daemon.Log();
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text("hello");
+  auto tokenized = client.Tokenize(tokenize);
+  EXPECT_EQ(tokenized.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(tokenized.status().message().find("tokenizer"), absl::string_view::npos);
+  v1::ForwardRequest forward;
+  forward.add_token_ids(3);
+  EXPECT_TRUE(client.Forward(forward).ok());
+}
+
+TEST_F(ModelLoading, SigtermTurnsAServingWatchNotServingBeforeTheStreamEnds) {
+  WriteCheckpoint();
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--drain-timeout", "5s"}));
+  client::PlacerClient client({ports.target(), seconds(5)});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto health = client.CheckHealth();
+        return health.ok() && *health == client::Health::kServing;
+      },
+      seconds(30)))
+      << daemon.Log();
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto watch = client.health_stub().Watch(&context, grpc::health::v1::HealthCheckRequest());
+  grpc::health::v1::HealthCheckResponse first;
+  ASSERT_TRUE(watch->Read(&first));
+  ASSERT_EQ(first.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  daemon.Signal(SIGTERM);
+  std::vector<grpc::health::v1::HealthCheckResponse::ServingStatus> after;
+  for (grpc::health::v1::HealthCheckResponse next; watch->Read(&next);) {
+    after.push_back(next.status());
+  }
+  watch->Finish();
+  ASSERT_FALSE(after.empty()) << "the stream ended without reporting NOT_SERVING";
+  EXPECT_EQ(after.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(daemon.WaitExit(seconds(20)), 0) << daemon.Log();
 }
 

@@ -1,0 +1,142 @@
+// placer's forward pass against a plain PyTorch eager implementation (reference_forward.py,
+// run by Debian's /usr/bin/python3 with python3-torch) on the same safetensors files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loader/checkpoint.h"
+#include "model/causal_lm.h"
+
+namespace placer::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ReferenceCase {
+  std::string name;
+  std::string writer_args;       // for placer-make-checkpoint
+  nlohmann::json config_patch;   // merged into config.json after writing
+};
+
+std::ostream& operator<<(std::ostream& out, const ReferenceCase& c) { return out << c.name; }
+
+int RunShell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<float> ReadFloats(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+class ForwardMatchesReference : public ::testing::TestWithParam<ReferenceCase> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("placer-ref-" + std::to_string(getpid()) + "-" +
+                                        GetParam().name);
+    fs::remove_all(dir_);
+    ASSERT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir_.string() + " " +
+                  GetParam().writer_args + " > /dev/null"),
+              0);
+    if (!GetParam().config_patch.is_null()) {
+      nlohmann::json config;
+      std::ifstream(dir_ / "config.json") >> config;
+      config.merge_patch(GetParam().config_patch);
+      std::ofstream(dir_ / "config.json") << config.dump(2);
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_P(ForwardMatchesReference, LogitsOfEveryPosition) {
+  auto checkpoint = loader::Checkpoint::Open(dir_.string());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto model = LoadCausalLm(*checkpoint);
+  ASSERT_TRUE(model.ok()) << model.status();
+
+  const std::vector<int32_t> tokens = {1, 17, 300, 5, 99, 1023, 42, 7, 7, 256, 2, 640};
+  auto logits = (*model)->Forward(tokens, /*all_positions=*/true);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_EQ(logits->shape, (std::vector<int64_t>{12, (*model)->vocab_size()}));
+
+  std::string token_text;
+  for (int32_t token : tokens) token_text += (token_text.empty() ? "" : ",") + std::to_string(token);
+  const fs::path out = dir_ / "reference.f32";
+  ASSERT_EQ(RunShell("/usr/bin/python3 " + std::string(PLACER_SOURCE_DIR) +
+                "/tests/model/reference_forward.py " + dir_.string() + " " + token_text + " " +
+                out.string()),
+            0);
+  const std::vector<float> reference = ReadFloats(out);
+  ASSERT_EQ(reference.size(), logits->values.size());
+
+  float largest = 0, worst = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    largest = std::max(largest, std::fabs(reference[i]));
+    worst = std::max(worst, std::fabs(reference[i] - logits->values[i]));
+  }
+  EXPECT_GT(largest, 0.01f) << "degenerate logits prove nothing";
+  EXPECT_LE(worst, 1e-4f * std::max(1.0f, largest)) << "largest |logit| " << largest;
+
+  // The last-position answer is the last row of the all-positions answer.
+  auto last = (*model)->Forward(tokens, /*all_positions=*/false);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->shape, (std::vector<int64_t>{1, (*model)->vocab_size()}));
+  const size_t offset = logits->values.size() - last->values.size();
+  for (size_t i = 0; i < last->values.size(); ++i) {
+    ASSERT_NEAR(last->values[i], logits->values[offset + i], 1e-5f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, ForwardMatchesReference,
+    ::testing::Values(
+        ReferenceCase{"llama_gqa", "--arch llama --preset tiny --seed 3", nullptr},
+        ReferenceCase{"llama_tied_bf16_sharded",
+                      "--arch llama --layers 2 --hidden 96 --heads 6 --kv-heads 3 "
+                      "--intermediate 160 --vocab 1100 --dtype BF16 --tie-word-embeddings true "
+                      "--max-shard-size 200KB --seed 4",
+                      nullptr},
+        ReferenceCase{"llama3_rope_scaling", "--arch llama --preset tiny --seed 5",
+                      nlohmann::json::parse(R"({"rope_theta": 500000.0, "rope_scaling": {
+                          "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8}})")},
+        ReferenceCase{"llama_linear_rope_scaling", "--arch llama --preset tiny --seed 6",
+                      nlohmann::json::parse(R"({"rope_scaling": {"type": "linear", "factor": 4.0}})")},
+        ReferenceCase{"gpt2", "--arch gpt2 --preset tiny --seed 7", nullptr}),
+    [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
+
+TEST(Forward, RefusesTokensOutsideTheVocabularyNamingTheIndex) {
+  const fs::path dir = fs::temp_directory_path() / ("placer-ref-bad-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ASSERT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir.string() +
+                " --arch llama --preset tiny > /dev/null"),
+            0);
+  auto checkpoint = loader::Checkpoint::Open(dir.string());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto model = LoadCausalLm(*checkpoint);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto bad = (*model)->Forward({1, 2, static_cast<int32_t>((*model)->vocab_size())}, false);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("token_ids[2]"), absl::string_view::npos);
+  EXPECT_EQ((*model)->Forward({-1}, false).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*model)->Forward({}, false).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<int32_t> too_long((*model)->max_positions() + 1, 1);
+  EXPECT_EQ((*model)->Forward(too_long, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace placer::model
