@@ -3,10 +3,15 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <iomanip>
+#include <numeric>
 #include <iostream>
 
 #include "client/placer_client.h"
+#include "placement/plan_command.h"
 
 namespace {
 
@@ -53,6 +58,30 @@ void PrintModelInfo(const placer::v1::ModelInfo& info) {
   std::cout << std::flush;
 }
 
+// The last row of the logits as "token logit probability", most likely first.
+void PrintTopCandidates(const placer::v1::Tensor& logits, int top) {
+  const size_t vocab = static_cast<size_t>(logits.shape(logits.shape_size() - 1));
+  std::vector<float> row(vocab);
+  std::memcpy(row.data(), logits.data().data() + logits.data().size() - vocab * sizeof(float),
+              vocab * sizeof(float));
+  const float largest = *std::max_element(row.begin(), row.end());
+  double normalizer = 0;
+  for (float logit : row) normalizer += std::exp(static_cast<double>(logit - largest));
+  std::vector<size_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  const size_t shown = std::min(vocab, static_cast<size_t>(top));
+  std::partial_sort(order.begin(), order.begin() + shown, order.end(),
+                    [&](size_t a, size_t b) { return row[a] > row[b]; });
+  std::cout << "token      logit  probability\n";
+  for (size_t i = 0; i < shown; ++i) {
+    const size_t token = order[i];
+    std::cout << std::left << std::setw(8) << token << std::right << std::fixed
+              << std::setprecision(4) << std::setw(9) << row[token] << std::setw(13)
+              << std::exp(static_cast<double>(row[token] - largest)) / normalizer << "\n";
+  }
+  std::cout << std::flush;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,10 +94,41 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_seconds, "seconds to wait for an answer")
       ->check(CLI::PositiveNumber);
   app.require_subcommand(1);
+  placer::placement::PlanCommandArgs plan_args;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "plan the device map of a checkpoint (or a hypothetical --module-tree) without "
+              "reading any weight byte or contacting placerd");
+  plan->add_option("checkpoint_dir", plan_args.checkpoint_dir, "Hugging Face checkpoint directory");
+  plan->add_option("--module-tree", plan_args.module_tree_path,
+                   "plan a hypothetical model from a module-tree JSON instead");
+  plan->add_option("--devices", plan_args.devices,
+                   "virtual devices replacing probing, e.g. cuda:0=4GiB,cuda:1=4GiB,cpu=8GiB");
+  plan->add_option("--max-memory", plan_args.max_memory,
+                   "budgets in Accelerate's syntax, e.g. 0=20GiB,1=20GiB,cpu=64GiB");
+  plan->add_option("--gpu-memory-utilization", plan_args.gpu_memory_utilization,
+                   "share of each GPU's free memory to use when --max-memory is unset");
+  plan->add_option("--strategy", plan_args.strategy, "how layers are spread over GPUs")
+      ->check(CLI::IsMember({"sequential", "balanced", "balanced_low_0"}));
+  plan->add_option("--max-seq-len", plan_args.max_seq_len,
+                   "tokens per sequence the KV reserve must hold (0: min(context, 4096))");
+  plan->add_option("--max-batch-size", plan_args.max_batch_size, "sequences at once");
+  plan->add_option("--dtype", plan_args.dtype, "compute dtype (default: the checkpoint's)");
+  plan->add_option("--offload-dir", plan_args.offload_dir,
+                   "directory for disk offload; without it there is no disk device");
+  plan->add_option("--device-map", plan_args.device_map_path,
+                   "validate this Hugging Face device-map JSON instead of planning");
+  plan->add_option("--format", plan_args.format, "output format")
+      ->check(CLI::IsMember({"table", "json"}));
   CLI::App* health = app.add_subcommand(
       "health", "exit 0 when placerd is SERVING, 1 when NOT_SERVING, 2 when unreachable");
   CLI::App* info = app.add_subcommand("info", "show the served model and its devices");
   info->add_flag("--json", as_json, "print ModelInfo as JSON");
+  std::vector<int32_t> forward_tokens;
+  int top = 5;
+  CLI::App* forward = app.add_subcommand(
+      "forward", "run one forward pass on token ids; print the most likely next tokens");
+  forward->add_option("token_ids", forward_tokens, "prompt token ids")->required();
+  forward->add_option("--top", top, "how many candidates to print")->check(CLI::Range(1, 100));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -83,6 +143,22 @@ int main(int argc, char** argv) {
     const bool serving = *status == placer::client::Health::kServing;
     std::cout << (serving ? "SERVING" : "NOT_SERVING") << std::endl;
     return serving ? 0 : 1;
+  }
+  if (plan->parsed()) {
+    if (plan_args.checkpoint_dir.empty() == plan_args.module_tree_path.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "plan: give exactly one of CHECKPOINT_DIR and --module-tree TREE.json"));
+    }
+    const absl::Status planned = placer::placement::RunPlanCommand(plan_args, std::cout);
+    return planned.ok() ? 0 : Fail(planned);
+  }
+  if (forward->parsed()) {
+    placer::v1::ForwardRequest request;
+    for (int32_t token : forward_tokens) request.add_token_ids(token);
+    auto response = client.Forward(request);
+    if (!response.ok()) return Fail(response.status());
+    PrintTopCandidates(response->logits(), top);
+    return 0;
   }
   auto model_info = client.GetModelInfo();
   if (!model_info.ok()) return Fail(model_info.status());

@@ -1,0 +1,73 @@
+// The result of planning (or of validating a user's device map): which
+// device holds each tensor, what each device carries, and why blocks went
+// off the GPUs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "placement/device.h"
+
+namespace placer::placement {
+
+// Accelerate's meanings: sequential fills cuda:0, then cuda:1, ...;
+// balanced gives each GPU a similar share; balanced_low_0 does the same but
+// leaves cuda:0 only what the other GPUs cannot take.
+enum class Strategy { kSequential, kBalanced, kBalancedLow0 };
+
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view text);
+absl::string_view StrategyName(Strategy strategy);
+
+struct DevicePlan {
+  Device device;
+  std::string description;    // from the inventory
+  std::string budget_source;  // how budget_bytes was chosen
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t weights_bytes = 0;
+  // KV cache of the decoder layers that run here (for the execution device
+  // also those of offloaded layers).
+  std::uint64_t kv_reserve_bytes = 0;
+  std::uint64_t activation_reserve_bytes = 0;
+  // Room to stage the two largest offloaded blocks (execution device only).
+  std::uint64_t staging_reserve_bytes = 0;
+
+  std::uint64_t reserved_bytes() const {
+    return kv_reserve_bytes + activation_reserve_bytes + staging_reserve_bytes;
+  }
+  // Negative only for a user device map that overflows (then refused).
+  std::int64_t left_bytes() const {
+    return static_cast<std::int64_t>(budget_bytes) -
+           static_cast<std::int64_t>(weights_bytes + reserved_bytes());
+  }
+};
+
+// One block as the planner placed it, in placement order. kv_bytes counts on
+// `device` when kv_on_device, else on the execution device.
+struct PlacementStep {
+  std::string name;
+  Device device;
+  std::uint64_t weights_bytes = 0;
+  std::uint64_t kv_bytes = 0;
+  bool kv_on_device = false;
+  std::vector<int> tensors;  // indices into ModuleTree::tensors()
+};
+
+struct Plan {
+  Strategy strategy = Strategy::kSequential;
+  Device execution_device;  // where offloaded blocks run
+  // Hugging Face form, in execution order: the coarsest modules whose
+  // tensors all share a device.
+  std::vector<std::pair<std::string, Device>> device_map;
+  std::vector<Device> tensor_devices;  // per ModuleTree tensor
+  std::vector<DevicePlan> devices;     // inventory order
+  // device-map key -> why it is not on a GPU; only for blocks off the GPUs
+  // when GPUs exist (and for disk blocks, why not cpu).
+  std::vector<std::pair<std::string, std::string>> reasons;
+  std::vector<PlacementStep> steps;  // empty for a validated user map
+};
+
+}  // namespace placer::placement

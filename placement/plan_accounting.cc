@@ -1,0 +1,65 @@
+#include "placement/plan_accounting.h"
+
+#include <algorithm>
+
+#include "placement/device_map.h"
+
+namespace placer::placement {
+
+OffloadReserve OffloadNeeds(const PlacementUnits& units, const DeviceRoles& roles,
+                            const std::vector<int>& unit_device) {
+  OffloadReserve needs;
+  std::uint64_t largest = 0;
+  std::uint64_t second = 0;
+  for (const UnitGroup& group : units.groups) {
+    const int device = unit_device[group.units[0]];
+    if (device < 0 || !roles.IsOffload(device)) continue;
+    needs.offloaded_kv += group.kv_bytes;
+    if (group.weights_bytes > largest) {
+      second = largest;
+      largest = group.weights_bytes;
+    } else if (group.weights_bytes > second) {
+      second = group.weights_bytes;
+    }
+  }
+  needs.staging = largest + second;
+  return needs;
+}
+
+void AccountPlan(const ModuleTree& tree, const PlacementUnits& units,
+                 const std::vector<DeviceBudget>& budgets, const DeviceRoles& roles,
+                 const std::vector<int>& unit_device, std::uint64_t activation_reserve_bytes,
+                 const OffloadReserve& reserve, Plan& plan) {
+  plan.devices.clear();
+  for (std::size_t d = 0; d < budgets.size(); ++d) {
+    DevicePlan device;
+    device.device = budgets[d].info.device;
+    device.description = budgets[d].info.description;
+    device.budget_source = budgets[d].source;
+    device.budget_bytes = budgets[d].limit_bytes;
+    if (roles.runs_blocks[d]) device.activation_reserve_bytes = activation_reserve_bytes;
+    if (static_cast<int>(d) == roles.execution) {
+      device.staging_reserve_bytes = reserve.staging;
+      device.kv_reserve_bytes = reserve.offloaded_kv;
+    }
+    plan.devices.push_back(device);
+  }
+  plan.execution_device =
+      roles.execution >= 0 ? budgets[roles.execution].info.device : Device::Cpu();
+
+  plan.tensor_devices.assign(tree.tensors().size(), Device::Cpu());
+  for (std::size_t u = 0; u < units.units.size(); ++u) {
+    const int d = unit_device[u];
+    if (d < 0) continue;
+    const PlacementUnit& unit = units.units[u];
+    DevicePlan& device = plan.devices[d];
+    device.weights_bytes += unit.weights_bytes;
+    if (roles.runs_blocks[d]) device.kv_reserve_bytes += unit.kv_bytes;
+    for (int t = unit.tensor_begin; t < unit.tensor_end; ++t) {
+      plan.tensor_devices[t] = device.device;
+    }
+  }
+  plan.device_map = CompactDeviceMap(tree, plan.tensor_devices);
+}
+
+}  // namespace placer::placement

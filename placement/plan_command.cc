@@ -1,0 +1,141 @@
+#include "placement/plan_command.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "placement/budget.h"
+#include "placement/checkpoint_tensors.h"
+#include "placement/device_map.h"
+#include "placement/device_map_validation.h"
+#include "placement/memory_flags.h"
+#include "placement/model_module_tree.h"
+#include "placement/module_tree_json.h"
+#include "placement/plan_report.h"
+#include "placement/planner.h"
+#include "placement/reserves.h"
+
+namespace placer::placement {
+namespace {
+
+constexpr std::int64_t kDefaultMaxSeqLen = 4096;
+
+struct ModelToPlan {
+  ModuleTreeSpec spec;
+  std::optional<loader::DType> compute_dtype;
+  std::uint64_t activation_reserve_bytes = 0;
+};
+
+absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
+  ModelToPlan model;
+  if (!args.dtype.empty()) {
+    absl::StatusOr<loader::DType> dtype = loader::ParseTorchDTypeName(args.dtype);
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dtype '", args.dtype, "': ", dtype.status().message()));
+    }
+    model.compute_dtype = *dtype;
+  }
+  if (args.max_batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-batch-size ", args.max_batch_size, ": must be at least 1"));
+  }
+  if (args.max_seq_len < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-seq-len ", args.max_seq_len, ": must not be negative"));
+  }
+  if (!args.module_tree_path.empty()) {
+    if (args.max_seq_len > 0) {
+      return absl::InvalidArgumentError(
+          "--max-seq-len needs a checkpoint's config.json: a --module-tree has no attention "
+          "shape to size the KV cache from");
+    }
+    absl::StatusOr<ModuleTreeSpec> spec = ReadModuleTreeFile(args.module_tree_path);
+    if (!spec.ok()) return spec.status();
+    model.spec = *std::move(spec);
+    return model;
+  }
+  absl::StatusOr<CheckpointSummary> checkpoint = ReadCheckpointSummary(args.checkpoint_dir);
+  if (!checkpoint.ok()) return checkpoint.status();
+  const loader::ModelConfig& config = checkpoint->config;
+  ServingLimits limits;
+  limits.max_batch_size = args.max_batch_size;
+  limits.max_seq_len = args.max_seq_len > 0
+                           ? args.max_seq_len
+                           : std::min<std::int64_t>(config.max_position_embeddings > 0
+                                                        ? config.max_position_embeddings
+                                                        : kDefaultMaxSeqLen,
+                                                    kDefaultMaxSeqLen);
+  const loader::DType dtype =
+      model.compute_dtype.value_or(CheckpointDType(config, checkpoint->tensors));
+  absl::StatusOr<ModuleTreeSpec> spec = ModuleTreeSpecForModel(
+      config, checkpoint->tensors, KvCacheBytesPerLayer(config, limits, dtype));
+  if (!spec.ok()) return spec.status();
+  model.spec = *std::move(spec);
+  model.activation_reserve_bytes = ActivationReserveBytes(config, limits, dtype);
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
+  if (args.checkpoint_dir.empty() == args.module_tree_path.empty()) {
+    return absl::InvalidArgumentError(
+        "give either a checkpoint directory or --module-tree TREE.json (not both)");
+  }
+  absl::StatusOr<Strategy> strategy = ParseStrategy(args.strategy);
+  if (!strategy.ok()) return strategy.status();
+
+  InventoryOptions inventory;
+  if (!args.devices.empty()) {
+    absl::StatusOr<VirtualDevices> virtual_devices = ParseVirtualDevices(args.devices);
+    if (!virtual_devices.ok()) return virtual_devices.status();
+    inventory.virtual_devices = *virtual_devices;
+  }
+  inventory.gpu_probe = args.gpu_probe;
+  inventory.offload_dir = args.offload_dir;
+  inventory.meminfo_path = args.meminfo_path;
+  absl::StatusOr<std::vector<DeviceInfo>> devices = ProbeDevices(inventory);
+  if (!devices.ok()) return devices.status();
+
+  BudgetOptions budget_options;
+  budget_options.gpu_memory_utilization = args.gpu_memory_utilization;
+  if (!args.max_memory.empty()) {
+    absl::StatusOr<std::map<Device, std::uint64_t>> limits = ParseMaxMemory(args.max_memory);
+    if (!limits.ok()) return limits.status();
+    budget_options.max_memory = *limits;
+  }
+  absl::StatusOr<std::vector<DeviceBudget>> budgets = ComputeBudgets(*devices, budget_options);
+  if (!budgets.ok()) return budgets.status();
+
+  absl::StatusOr<ModelToPlan> model = LoadModel(args);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<ModuleTree> tree = ModuleTree::Build(model->spec, model->compute_dtype);
+  if (!tree.ok()) return tree.status();
+
+  if (!args.device_map_path.empty()) {
+    absl::StatusOr<DeviceMap> map = ReadDeviceMapFile(args.device_map_path);
+    if (!map.ok()) return map.status();
+    return ValidateDeviceMap(*tree, *map, *budgets, model->activation_reserve_bytes);
+  }
+  PlanOptions options;
+  options.strategy = *strategy;
+  options.activation_reserve_bytes = model->activation_reserve_bytes;
+  return PlanPlacement(*tree, *budgets, options);
+}
+
+absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out) {
+  if (args.format != "table" && args.format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format '", args.format, "': expected table or json"));
+  }
+  absl::StatusOr<Plan> plan = BuildPlan(args);
+  if (!plan.ok()) return plan.status();
+  if (args.format == "json") {
+    out << PlanToJson(*plan).dump(2) << "\n";
+  } else {
+    out << PlanToTable(*plan);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace placer::placement

@@ -1,0 +1,42 @@
+// `placer plan`: plans a real checkpoint (config.json + safetensors headers,
+// no weight bytes read) or a hypothetical model (--module-tree TREE.json),
+// or validates a user's --device-map, and prints the result. placerd builds
+// its plan through BuildPlan so both answer the same.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "placement/device_inventory.h"
+#include "placement/plan.h"
+
+namespace placer::placement {
+
+struct PlanCommandArgs {
+  std::string checkpoint_dir;    // exactly one of checkpoint_dir and
+  std::string module_tree_path;  // module_tree_path
+  std::string devices;           // --devices (virtual devices); empty: probe
+  std::string max_memory;        // --max-memory; empty: utilization / margin
+  double gpu_memory_utilization = 0.90;
+  std::string strategy = "sequential";
+  // 0: min(max_position_embeddings, 4096) for a checkpoint. A module tree
+  // has no config, so it gets no KV or activation reserve.
+  std::int64_t max_seq_len = 0;
+  std::int64_t max_batch_size = 1;
+  std::string dtype;         // compute dtype ("bfloat16" or "BF16"); empty: checkpoint's
+  std::string offload_dir;   // empty: no disk device
+  std::string device_map_path;  // validate this map instead of planning
+  std::string format = "table";  // table | json
+  GpuProbe gpu_probe;        // empty: no GPU (the CLI is torch-free)
+  std::string meminfo_path = "/proc/meminfo";
+};
+
+absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args);
+
+// Writes the plan to `out` in args.format; errors are returned, not printed.
+absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out);
+
+}  // namespace placer::placement

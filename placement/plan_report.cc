@@ -1,0 +1,101 @@
+#include "placement/plan_report.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "placement/byte_size.h"
+#include "placement/device_map.h"
+
+namespace placer::placement {
+namespace {
+
+// "model.layers.12" -> ("model.layers.", 12); false when not numbered.
+bool SplitNumbered(const std::string& name, std::string& stem, int& number) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return false;
+  stem = name.substr(0, dot + 1);
+  return absl::SimpleAtoi(name.substr(dot + 1), &number) &&
+         std::isdigit(static_cast<unsigned char>(name[dot + 1]));
+}
+
+std::string Signed(std::int64_t bytes) {
+  return bytes < 0 ? "-" + FormatBytes(static_cast<std::uint64_t>(-bytes))
+                   : FormatBytes(static_cast<std::uint64_t>(bytes));
+}
+
+}  // namespace
+
+nlohmann::ordered_json PlanToJson(const Plan& plan) {
+  nlohmann::ordered_json json;
+  json["device_map"] = DeviceMapToJson(plan.device_map);
+  json["devices"] = nlohmann::ordered_json::array();
+  for (const DevicePlan& device : plan.devices) {
+    nlohmann::ordered_json entry;
+    entry["name"] = device.device.Name();
+    entry["description"] = device.description;
+    entry["budget_bytes"] = device.budget_bytes;
+    entry["budget_source"] = device.budget_source;
+    entry["weights_bytes"] = device.weights_bytes;
+    entry["reserved_bytes"] = device.reserved_bytes();
+    entry["kv_reserve_bytes"] = device.kv_reserve_bytes;
+    entry["activation_reserve_bytes"] = device.activation_reserve_bytes;
+    entry["staging_reserve_bytes"] = device.staging_reserve_bytes;
+    entry["left_bytes"] = device.left_bytes();
+    json["devices"].push_back(entry);
+  }
+  json["reasons"] = nlohmann::ordered_json::object();
+  for (const auto& [key, why] : plan.reasons) json["reasons"][key] = why;
+  json["strategy"] = std::string(StrategyName(plan.strategy));
+  json["execution_device"] = DeviceToHfJson(plan.execution_device);
+  return json;
+}
+
+std::string PlanToTable(const Plan& plan) {
+  std::string out = absl::StrCat("Device map (", StrategyName(plan.strategy),
+                                 "; offloaded blocks run on ",
+                                 plan.execution_device.Name(), "):\n");
+  std::size_t width = 0;
+  for (const auto& entry : plan.device_map) width = std::max(width, entry.first.size() + 6);
+  const auto& map = plan.device_map;
+  for (std::size_t i = 0; i < map.size();) {
+    std::string stem;
+    int first = 0;
+    std::size_t j = i + 1;
+    if (SplitNumbered(map[i].first, stem, first)) {
+      std::string next_stem;
+      int next = 0;
+      while (j < map.size() && map[j].second == map[i].second &&
+             SplitNumbered(map[j].first, next_stem, next) && next_stem == stem &&
+             next == first + static_cast<int>(j - i)) {
+        ++j;
+      }
+    }
+    const std::string name = j - i > 1 ? absl::StrCat(stem, first, "-", first + (j - i) - 1)
+                                       : (map[i].first.empty() ? "(whole model)" : map[i].first);
+    absl::StrAppendFormat(&out, "  %-*s %s\n", static_cast<int>(width), name,
+                          map[i].second.Name());
+    i = j;
+  }
+  absl::StrAppendFormat(&out, "\n%-8s %12s %12s %12s %14s %12s\n", "device", "budget",
+                        "weights", "KV reserve", "act+staging", "left");
+  for (const DevicePlan& device : plan.devices) {
+    absl::StrAppendFormat(
+        &out, "%-8s %12s %12s %12s %14s %12s\n", device.device.Name(),
+        FormatBytes(device.budget_bytes), FormatBytes(device.weights_bytes),
+        FormatBytes(device.kv_reserve_bytes),
+        FormatBytes(device.activation_reserve_bytes + device.staging_reserve_bytes),
+        Signed(device.left_bytes()));
+  }
+  if (!plan.reasons.empty()) {
+    out += "\nPlaced off the GPUs:\n";
+    for (const auto& [key, why] : plan.reasons) {
+      absl::StrAppend(&out, "  ", key.empty() ? "(whole model)" : key, ": ", why, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace placer::placement

@@ -1,0 +1,149 @@
+#include "placement/planner.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "placement/byte_size.h"
+#include "placement/device_map.h"
+#include "placement/device_roles.h"
+#include "placement/placement_pass.h"
+#include "placement/plan_accounting.h"
+#include "placement/placement_units.h"
+
+namespace placer::placement {
+namespace {
+
+// Reserving more never offloads less, so a handful of rounds settle; the
+// last resort reserves for the worst case, which always covers the plan.
+constexpr int kMaxReserveRounds = 6;
+
+OffloadReserve WorstCaseReserve(const PlacementUnits& units) {
+  OffloadReserve reserve;
+  std::uint64_t largest = 0;
+  std::uint64_t second = 0;
+  for (const UnitGroup& group : units.groups) {
+    reserve.offloaded_kv += group.kv_bytes;
+    if (group.weights_bytes > largest) {
+      second = largest;
+      largest = group.weights_bytes;
+    } else if (group.weights_bytes > second) {
+      second = group.weights_bytes;
+    }
+  }
+  reserve.staging = largest + second;
+  return reserve;
+}
+
+absl::Status DoesNotFit(const Failure& failure, const PlacementUnits& units,
+                        const std::vector<DeviceBudget>& budgets, const DeviceRoles& roles,
+                        const PlanOptions& options, const OffloadReserve& reserve) {
+  std::uint64_t need = 0;
+  for (const UnitGroup& group : units.groups) need += group.weights_bytes + group.kv_bytes;
+  std::uint64_t room = 0;
+  bool has_disk = false;
+  std::vector<std::string> names;
+  for (std::size_t d = 0; d < budgets.size(); ++d) {
+    if (budgets[d].limit_bytes == 0) continue;
+    names.push_back(budgets[d].info.device.Name());
+    has_disk = has_disk || budgets[d].info.device.kind == DeviceKind::kDisk;
+    std::uint64_t held = roles.runs_blocks[d] ? options.activation_reserve_bytes : 0;
+    if (static_cast<int>(d) == roles.execution) held += reserve.staging;
+    room += budgets[d].limit_bytes > held ? budgets[d].limit_bytes - held : 0;
+  }
+  const std::uint64_t short_total = need > room ? need - room : 0;
+  const std::uint64_t short_block =
+      failure.needs > failure.most_room ? failure.needs - failure.most_room : 0;
+  const std::uint64_t short_by = std::max(short_total, short_block);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the model does not fit ", has_disk ? "even with disk" : "(no --offload-dir, so no disk)",
+      ": block '", failure.block, "' needs ", FormatBytes(failure.needs),
+      " but the most room left on any device is ", FormatBytes(failure.most_room), " (",
+      failure.most_room_device.empty() ? "no device" : failure.most_room_device,
+      "); weights and KV cache need ", FormatBytes(need), " in all and ",
+      absl::StrJoin(names, ", "), " hold ", FormatBytes(room),
+      " after reserves: short by ", short_by, " bytes (", FormatBytes(short_by), ")"));
+}
+
+// Reasons were recorded per placed block; report them per device-map key.
+std::vector<std::pair<std::string, std::string>> ReasonsByMapKey(
+    const DeviceMap& map, const std::vector<std::pair<std::string, std::string>>& by_block) {
+  std::set<std::string, std::less<>> keys;
+  for (const auto& entry : map) keys.insert(entry.first);
+  std::set<std::string> done;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [block, why] : by_block) {
+    std::string key = block;
+    while (keys.count(key) == 0 && !key.empty()) {
+      const std::size_t dot = key.rfind('.');
+      key = dot == std::string::npos ? "" : key.substr(0, dot);
+    }
+    if (keys.count(key) == 0) continue;
+    if (done.insert(key).second) out.emplace_back(key, why);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
+                                   const std::vector<DeviceBudget>& given_budgets,
+                                   const PlanOptions& options) {
+  // A GPU that cannot even hold the activation reserve cannot run a block.
+  std::vector<DeviceBudget> budgets = given_budgets;
+  for (DeviceBudget& budget : budgets) {
+    if (budget.info.device.is_gpu() && budget.limit_bytes > 0 &&
+        budget.limit_bytes <= options.activation_reserve_bytes) {
+      budget.source = absl::StrCat(budget.source, "; unused: ",
+                                   FormatBytes(budget.limit_bytes), " is not more than the ",
+                                   FormatBytes(options.activation_reserve_bytes),
+                                   " activation reserve");
+      budget.limit_bytes = 0;
+    }
+  }
+  const DeviceRoles roles = AssignDeviceRoles(budgets);
+  if (roles.execution < 0) {
+    return absl::FailedPreconditionError("no device to run on: neither a GPU nor cpu");
+  }
+  const PlacementUnits units = PlacementUnits::FromTree(tree);
+
+  OffloadReserve reserve;
+  PassResult pass;
+  for (int round = 0;; ++round) {
+    if (round == kMaxReserveRounds) reserve = WorstCaseReserve(units);
+    pass = RunPlacementPass(tree, units, budgets, roles, options, reserve);
+    if (pass.failure) {
+      return DoesNotFit(*pass.failure, units, budgets, roles, options, reserve);
+    }
+    const OffloadReserve needs = OffloadNeeds(units, roles, pass.unit_device);
+    if (needs.staging <= reserve.staging && needs.offloaded_kv <= reserve.offloaded_kv) break;
+    if (round == kMaxReserveRounds) {
+      return absl::InternalError("planner: worst-case offload reserve does not cover the plan");
+    }
+    reserve.staging = std::max(reserve.staging, needs.staging);
+    reserve.offloaded_kv = std::max(reserve.offloaded_kv, needs.offloaded_kv);
+  }
+
+  Plan plan;
+  plan.strategy = options.strategy;
+  AccountPlan(tree, units, budgets, roles, pass.unit_device, options.activation_reserve_bytes,
+              reserve, plan);
+  const DevicePlan& execution = plan.devices[roles.execution];
+  if (execution.left_bytes() < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model does not fit: ", execution.device.Name(),
+        " runs the offloaded blocks but cannot hold their reserves: staging ",
+        FormatBytes(execution.staging_reserve_bytes), " + KV cache ",
+        FormatBytes(execution.kv_reserve_bytes), " + activations ",
+        FormatBytes(execution.activation_reserve_bytes), " exceed its budget of ",
+        FormatBytes(execution.budget_bytes), " by ",
+        static_cast<std::uint64_t>(-execution.left_bytes()),
+        " bytes; give it more memory (--max-memory) or lower --max-seq-len / --max-batch-size"));
+  }
+  plan.steps = std::move(pass.steps);
+  plan.reasons = ReasonsByMapKey(plan.device_map, pass.reasons);
+  return plan;
+}
+
+}  // namespace placer::placement

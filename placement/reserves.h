@@ -1,0 +1,36 @@
+// Reserves computed from the model config (DESIGN.md "reserve"): room held
+// back on a device for what generation allocates besides the weights.
+#pragma once
+
+#include <cstdint>
+
+#include "loader/dtype.h"
+#include "loader/model_config.h"
+
+namespace placer::placement {
+
+struct ServingLimits {
+  std::int64_t max_seq_len = 0;     // --max-seq-len: prompt + generated tokens
+  std::int64_t max_batch_size = 1;  // --max-batch-size: sequences per forward
+};
+
+// Exactly 2 (K and V) x kv_heads x head_dim x bytes per element x
+// max_seq_len x max_batch_size: the KV cache one decoder layer keeps.
+std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
+                                   const ServingLimits& limits, loader::DType kv_dtype);
+
+// An estimate of the transient memory of one forward call at the largest
+// batch the daemon admits (a prefill of max_batch_size x max_seq_len tokens
+// with eager attention), in the compute dtype of `e` bytes per element:
+//   layer  = T*(4*H + max(q+k+v widths, 3*I))*e  +  2*B*heads*S*S*4
+//            (residual, normed input, attention output and layer output;
+//             the wider of the q/k/v projections and the MLP's gate, up and
+//             product; F32 attention scores and softmax probabilities)
+//   logits = B*V*(e + 4)  (last-position logits and their F32 copy)
+//   reserve = max(layer, logits)
+// with T = B*S tokens, H hidden, I intermediate, V vocab. On CUDA the daemon
+// keeps the larger of this and a measured dry run of one block.
+std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,
+                                     const ServingLimits& limits, loader::DType compute_dtype);
+
+}  // namespace placer::placement
