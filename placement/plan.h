@@ -26,6 +26,8 @@ struct DevicePlan {
   Device device;
   std::string description;    // from the inventory
   std::string budget_source;  // how budget_bytes was chosen
+  std::uint64_t total_bytes = 0;  // from the inventory (probe or --devices)
+  std::uint64_t free_bytes = 0;   // when probed
   std::uint64_t budget_bytes = 0;
   std::uint64_t weights_bytes = 0;
   // KV cache of the decoder layers that run here (for the execution device

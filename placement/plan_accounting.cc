@@ -37,6 +37,8 @@ void AccountPlan(const ModuleTree& tree, const PlacementUnits& units,
     device.description = budgets[d].info.description;
     device.budget_source = budgets[d].source;
     device.budget_bytes = budgets[d].limit_bytes;
+    device.total_bytes = budgets[d].info.total_bytes;
+    device.free_bytes = budgets[d].info.free_bytes;
     if (roles.runs_blocks[d]) device.activation_reserve_bytes = activation_reserve_bytes;
     if (static_cast<int>(d) == roles.execution) {
       device.staging_reserve_bytes = reserve.staging;

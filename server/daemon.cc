@@ -53,7 +53,7 @@ absl::Status Daemon::LoadModel() {
   model_.Set(loading);
   spdlog::info("loading model {}", options_.model_dir);
   const auto started = std::chrono::steady_clock::now();
-  auto loaded = LoadServedModel(options_.model_dir);
+  auto loaded = LoadServedModel(options_.model_dir, options_.placement);
   if (!loaded.ok()) {
     ModelSnapshot failed = loading;
     failed.state = ModelState::kFailed;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "placement/plan_command.h"
 
 namespace placer::server {
 
@@ -18,6 +19,9 @@ struct DaemonOptions {
   std::string log_level = "info";
   std::chrono::milliseconds drain_timeout{30000};
   int threads = 0;  // intra-op compute threads; 0 means one per CPU core
+  // Placement flags, shared with `placer plan` so both plan the same way. checkpoint_dir
+  // is filled from --model.
+  placement::PlanCommandArgs placement;
 };
 
 // What the command line asked for: options to run with, or text to print and an exit code

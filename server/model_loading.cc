@@ -1,13 +1,27 @@
 #include "server/model_loading.h"
 
+#include <spdlog/spdlog.h>
+
 #include "loader/checkpoint.h"
+#include "placement/cuda_probe.h"
+#include "placement/plan_report.h"
 #include "model/causal_lm.h"
 
 namespace placer::server {
 
-absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir) {
+absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
+                                              placement::PlanCommandArgs placement) {
+  // Open validates the whole checkpoint from its headers (no tensor data), so every file
+  // error is reported by the loader before planning reads the same headers again.
   auto checkpoint = loader::Checkpoint::Open(dir);
   if (!checkpoint.ok()) return checkpoint.status();
+
+  placement.checkpoint_dir = dir;
+  placement.gpu_probe = placement::CudaGpuProbe();
+  auto plan = placement::BuildPlan(placement);
+  if (!plan.ok()) return plan.status();
+  spdlog::info("placement plan:\n{}", placement::PlanToTable(*plan));
+
   auto model = model::LoadCausalLm(*checkpoint);
   if (!model.ok()) return model.status();
 
@@ -19,6 +33,17 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir) {
   snapshot.parameter_count = static_cast<uint64_t>((*checkpoint)->parameter_count());
   snapshot.has_tokenizer = (*checkpoint)->has_tokenizer();
   snapshot.model = std::move(*model);
+  for (const auto& [module, device] : plan->device_map) {
+    // GPUs are integers in Hugging Face's maps; the proto map holds them as "0", "1", ...
+    const nlohmann::json hf_device = placement::DeviceToHfJson(device);
+    snapshot.device_map.emplace_back(
+        module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
+  }
+  for (const placement::DevicePlan& device : plan->devices) {
+    snapshot.devices.push_back({device.device.Name(), device.total_bytes, device.free_bytes,
+                                device.weights_bytes, device.kv_reserve_bytes,
+                                device.reserved_bytes()});
+  }
   return snapshot;
 }
 

@@ -5,11 +5,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "placement/plan_command.h"
 #include "server/model_slot.h"
 
 namespace placer::server {
 
-// A snapshot in state kReady, or an error naming the file, tensor or field at fault.
-absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir);
+// Plans the placement (refusing a model that does not fit, saying by how much), logs the
+// plan, binds the weights. A snapshot in state kReady, or an error naming the file, tensor,
+// module or field at fault.
+absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
+                                              placement::PlanCommandArgs placement);
 
 }  // namespace placer::server

@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace placer::model {
 class CausalLm;
@@ -25,6 +27,14 @@ struct ModelSnapshot {
   uint64_t parameter_count = 0;
   std::string error;  // why loading failed, when state is kFailed
   bool has_tokenizer = false;
+  // Module -> device as Hugging Face writes it ("0", "cpu", "disk"), in execution order.
+  std::vector<std::pair<std::string, std::string>> device_map;
+  struct DeviceFigures {
+    std::string name;
+    uint64_t total_bytes = 0, free_bytes = 0, weights_bytes = 0, kv_cache_bytes = 0,
+             reserved_bytes = 0;
+  };
+  std::vector<DeviceFigures> devices;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady
 };
 

@@ -124,6 +124,18 @@ grpc::Status PlacerService::GetModelInfo(grpc::ServerContext*, const v1::GetMode
   response->set_parameter_count(model->parameter_count);
   response->set_error(model->error);
   response->set_server_version(PLACER_VERSION);
+  for (const auto& [module, device] : model->device_map) {
+    (*response->mutable_device_map())[module] = device;
+  }
+  for (const ModelSnapshot::DeviceFigures& figures : model->devices) {
+    v1::DeviceInfo* device = response->add_devices();
+    device->set_name(figures.name);
+    device->set_total_bytes(figures.total_bytes);
+    device->set_free_bytes(figures.free_bytes);
+    device->set_weights_bytes(figures.weights_bytes);
+    device->set_kv_cache_bytes(figures.kv_cache_bytes);
+    device->set_reserved_bytes(figures.reserved_bytes);
+  }
   return Finish("GetModelInfo", grpc::Status::OK);
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "client/placer_client.h"
 #include "tests/e2e/daemon_process.h"
@@ -32,6 +33,13 @@ class ModelLoading : public ::testing::Test {
         std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir_.string() +
         " --arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 --intermediate 128"
         " --vocab 300 --seed 7 " + extra_args);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+
+  // The demo model's shape: large enough that virtual devices of a few MiB split it.
+  void WriteTinyPreset() {
+    const CommandResult made = RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " +
+                                          dir_.string() + " --arch llama --preset tiny --seed 1");
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
 
@@ -160,6 +168,76 @@ TEST_F(ModelLoading, SigtermTurnsAServingWatchNotServingBeforeTheStreamEnds) {
   ASSERT_FALSE(after.empty()) << "the stream ended without reporting NOT_SERVING";
   EXPECT_EQ(after.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(daemon.WaitExit(seconds(20)), 0) << daemon.Log();
+}
+
+// Starts placerd on the checkpoint with `extra` flags; returns the Forward logits of a fixed
+// prompt and the ModelInfo once it serves.
+std::pair<std::string, v1::ModelInfo> ServeAndForward(const fs::path& dir,
+                                                      const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = {"--model", dir.string()};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, flags));
+  client::PlacerClient client({ports.target(), seconds(5)});
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto health = client.CheckHealth();
+        return health.ok() && *health == client::Health::kServing;
+      },
+      seconds(30)))
+      << daemon.Log();
+  v1::ForwardRequest forward;
+  for (int token : {4, 8, 15, 16, 23, 42}) forward.add_token_ids(token);
+  forward.set_all_positions(true);
+  auto logits = client.Forward(forward);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  auto info = client.GetModelInfo();
+  EXPECT_TRUE(info.ok()) << info.status();
+  return {logits.ok() ? logits->logits().data() : "", info.ok() ? *info : v1::ModelInfo()};
+}
+
+TEST_F(ModelLoading, VirtualGpusAndCpuShareTheModelAndTheMapIsReported) {
+  WriteTinyPreset();
+  const auto [spread_logits, spread] =
+      ServeAndForward(dir_, {"--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=1GiB",
+                             "--max-seq-len", "64"});
+  std::set<std::string> used;
+  for (const auto& [module, device] : spread.device_map()) used.insert(device);
+  EXPECT_EQ(used, (std::set<std::string>{"0", "1", "cpu"}));
+  EXPECT_EQ(spread.device_map().at("model.embed_tokens"), "0");
+  EXPECT_EQ(spread.device_map().at("lm_head"), "cpu");
+
+  ASSERT_EQ(spread.devices_size(), 3);
+  uint64_t weights = 0;
+  for (const v1::DeviceInfo& device : spread.devices()) {
+    weights += device.weights_bytes();
+    EXPECT_LE(device.weights_bytes() + device.reserved_bytes(), device.total_bytes())
+        << device.name();
+  }
+  EXPECT_EQ(spread.devices(0).name(), "cuda:0");
+  EXPECT_EQ(spread.devices(0).total_bytes(), 4u << 20);
+  EXPECT_GT(spread.devices(0).weights_bytes(), 0u);
+  EXPECT_GT(spread.devices(1).weights_bytes(), 0u);
+  EXPECT_GT(spread.devices(2).weights_bytes(), 0u);
+  uint64_t checkpoint_bytes = fs::file_size(dir_ / "model.safetensors");
+  EXPECT_LT(weights, checkpoint_bytes);  // the header is not weights
+  EXPECT_GT(weights, checkpoint_bytes - 64 * 1024);
+
+  // The same prompt gives the same logits whatever the device map.
+  const auto [single_logits, single] = ServeAndForward(dir_, {});
+  EXPECT_EQ(single.device_map().at(""), "cpu");
+  EXPECT_EQ(spread_logits, single_logits);
+}
+
+TEST_F(ModelLoading, ModelThatDoesNotFitIsRefusedSayingByHowMuch) {
+  WriteTinyPreset();
+  DaemonProcess daemon(DaemonArgs(PickPorts(), {"--model", dir_.string(), "--devices",
+                                                "cpu=2MiB", "--max-seq-len", "64"}));
+  const std::optional<int> code = daemon.WaitExit(seconds(30));
+  ASSERT_TRUE(code.has_value()) << daemon.Log();
+  EXPECT_EQ(*code, 1) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("does not fit"), std::string::npos) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("short by"), std::string::npos) << daemon.Log();
 }
 
 TEST_F(ModelLoading, MissingDirectoryExitsOneNamingIt) {
