@@ -21,9 +21,24 @@ struct Logits {
   std::vector<float> values;
 };
 
+// The keys and values of one sequence being generated; only the model that made it reads it.
+class SequenceCache {
+ public:
+  virtual ~SequenceCache() = default;
+  virtual int64_t length() const = 0;    // positions already computed
+  virtual int64_t capacity() const = 0;  // positions it can hold
+};
+
 class CausalLm {
  public:
   virtual ~CausalLm() = default;
+
+  // A cache for a sequence of at most `capacity` positions (prompt plus generated tokens).
+  virtual absl::StatusOr<std::unique_ptr<SequenceCache>> NewSequence(int64_t capacity) const = 0;
+  // Runs `token_ids` at the positions after what `sequence` holds, adds them to it, and
+  // returns the logits of the last one ([1, vocab]).
+  virtual absl::StatusOr<Logits> Extend(SequenceCache& sequence,
+                                        const std::vector<int32_t>& token_ids) const = 0;
 
   // Runs the whole prompt from position 0 with a fresh cache. With all_positions the logits
   // of every position, else of the last one. Errors name the offending token or tensor.

@@ -47,16 +47,19 @@ class Gpt2 final : public DecoderOnlyModel {
   }
 
  protected:
-  at::Tensor Run(const at::Tensor& tokens) const override {
+  at::Tensor Run(const at::Tensor& tokens, KvCache& cache) const override {
     const int64_t length = tokens.size(0);
     const int64_t hidden_size = config().hidden_size;
     const int64_t heads = config().num_attention_heads;
     const int64_t head_dim = hidden_size / heads;
     const double eps = config().norm_eps;
-    const at::Tensor positions = at::arange(length, at::TensorOptions().dtype(at::kLong));
+    const int64_t start = cache.length();
+    const at::Tensor positions =
+        at::arange(start, start + length, at::TensorOptions().dtype(at::kLong));
     at::Tensor hidden =
         at::embedding(token_embedding_, tokens) + at::embedding(position_embedding_, positions);
-    for (const Gpt2Layer& layer : layers_) {
+    for (size_t index = 0; index < layers_.size(); ++index) {
+      const Gpt2Layer& layer = layers_[index];
       const at::Tensor x =
           at::layer_norm(hidden, {hidden_size}, layer.ln1_weight, layer.ln1_bias, eps);
       const std::vector<at::Tensor> qkv =
@@ -64,8 +67,9 @@ class Gpt2 final : public DecoderOnlyModel {
       auto heads_first = [&](const at::Tensor& t) {
         return t.view({length, heads, head_dim}).transpose(0, 1);
       };
-      const at::Tensor attended =
-          CausalAttention(heads_first(qkv[0]), heads_first(qkv[1]), heads_first(qkv[2]));
+      auto [keys, values] =
+          cache.Append(static_cast<int64_t>(index), heads_first(qkv[1]), heads_first(qkv[2]));
+      const at::Tensor attended = CausalAttention(heads_first(qkv[0]), keys, values);
       hidden = hidden + Conv1D(attended.transpose(0, 1).reshape({length, hidden_size}),
                                layer.attn_proj_weight, layer.attn_proj_bias);
       const at::Tensor y =

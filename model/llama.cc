@@ -42,19 +42,22 @@ class Llama final : public DecoderOnlyModel {
   }
 
  protected:
-  at::Tensor Run(const at::Tensor& tokens) const override {
+  at::Tensor Run(const at::Tensor& tokens, KvCache& cache) const override {
     const int64_t length = tokens.size(0);
     const int64_t heads = config().num_attention_heads;
     const int64_t kv_heads = config().num_key_value_heads;
     const int64_t head_dim = config().head_dim;
+    const int64_t start = cache.length();
     at::Tensor hidden = at::embedding(embed_, tokens);
-    for (const LlamaLayer& layer : layers_) {
+    for (size_t index = 0; index < layers_.size(); ++index) {
+      const LlamaLayer& layer = layers_[index];
       const at::Tensor x = RmsNorm(hidden, layer.input_norm, config().norm_eps);
       const at::Tensor q = Linear(x, layer.q, layer.q_bias).view({length, heads, head_dim});
       const at::Tensor k = Linear(x, layer.k, layer.k_bias).view({length, kv_heads, head_dim});
       const at::Tensor v = Linear(x, layer.v, layer.v_bias).view({length, kv_heads, head_dim});
-      auto [q_rotated, k_rotated] = rotary_.Apply(q.transpose(0, 1), k.transpose(0, 1), 0);
-      const at::Tensor attended = CausalAttention(q_rotated, k_rotated, v.transpose(0, 1));
+      auto [q_rotated, k_rotated] = rotary_.Apply(q.transpose(0, 1), k.transpose(0, 1), start);
+      auto [keys, values] = cache.Append(static_cast<int64_t>(index), k_rotated, v.transpose(0, 1));
+      const at::Tensor attended = CausalAttention(q_rotated, keys, values);
       hidden = hidden + Linear(attended.transpose(0, 1).reshape({length, heads * head_dim}),
                                layer.o);
       const at::Tensor y = RmsNorm(hidden, layer.post_norm, config().norm_eps);
