@@ -6,6 +6,7 @@
 #include "placement/cuda_probe.h"
 #include "placement/plan_report.h"
 #include "model/causal_lm.h"
+#include "model/generation_defaults.h"
 
 namespace placer::server {
 
@@ -33,6 +34,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   snapshot.parameter_count = static_cast<uint64_t>((*checkpoint)->parameter_count());
   snapshot.has_tokenizer = (*checkpoint)->has_tokenizer();
   snapshot.model = std::move(*model);
+  snapshot.generation = model::ReadGenerationDefaults(**checkpoint);
   for (const auto& [module, device] : plan->device_map) {
     // GPUs are integers in Hugging Face's maps; the proto map holds them as "0", "1", ...
     const nlohmann::json hf_device = placement::DeviceToHfJson(device);

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/generation_defaults.h"
+
 namespace placer::model {
 class CausalLm;
 }
@@ -27,6 +29,7 @@ struct ModelSnapshot {
   uint64_t parameter_count = 0;
   std::string error;  // why loading failed, when state is kFailed
   bool has_tokenizer = false;
+  model::GenerationDefaults generation;  // from generation_config.json
   // Module -> device as Hugging Face writes it ("0", "cpu", "disk"), in execution order.
   std::vector<std::pair<std::string, std::string>> device_map;
   struct DeviceFigures {

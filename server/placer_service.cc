@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/causal_lm.h"
+#include "model/generation.h"
+#include "server/generate_request.h"
 #include "server/build_info.h"
 
 namespace placer::server {
@@ -28,6 +30,10 @@ const char* CodeName(grpc::StatusCode code) {
     case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
     default: return "UNKNOWN";
   }
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
@@ -62,17 +68,37 @@ grpc::Status PlacerService::AdmitModelCall(const RequestGate::Ticket& ticket,
   return grpc::Status::OK;
 }
 
-grpc::Status PlacerService::Generate(grpc::ServerContext*, const v1::GenerateRequest*,
-                                     grpc::ServerWriter<v1::GenerateResponse>*) {
+grpc::Status PlacerService::Generate(grpc::ServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
-  if (status.ok()) {
-    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "Generate needs the generation engine, which this placerd build does "
-                          "not have yet; Forward serves logits");
+  if (!status.ok()) return Finish("Generate", status);
+  auto generation = BuildGenerationRequest(*request, *model);
+  if (!generation.ok()) return Finish("Generate", ToGrpcStatus(generation.status()));
+
+  uint32_t completion_tokens = 0;
+  auto finish = model::GenerateTokens(
+      *model->model, *generation, [&](const model::SampledToken& token) {
+        if (context->IsCancelled()) return false;
+        v1::GenerateResponse chunk;
+        chunk.add_token_ids(token.id);
+        if (request->return_logprobs()) chunk.add_logprobs(token.logprob);
+        ++completion_tokens;
+        return writer->Write(chunk);
+      });
+  if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
+  if (*finish == model::FinishReason::kCancelled && context->IsCancelled()) {
+    return Finish("Generate", grpc::Status(grpc::StatusCode::CANCELLED,
+                                           "the client cancelled or its deadline passed"));
   }
-  return Finish("Generate", status);
+  v1::GenerateResponse last;
+  last.set_finish_reason(model::FinishReasonName(*finish));
+  last.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(generation->prompt.size()));
+  last.mutable_usage()->set_completion_tokens(completion_tokens);
+  writer->Write(last);
+  return Finish("Generate", grpc::Status::OK);
 }
 
 grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardRequest* request,
@@ -83,10 +109,7 @@ grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardReque
   if (!status.ok()) return Finish("Forward", status);
   const std::vector<int32_t> tokens(request->token_ids().begin(), request->token_ids().end());
   auto logits = model->model->Forward(tokens, request->all_positions());
-  if (!logits.ok()) {
-    return Finish("Forward", grpc::Status(static_cast<grpc::StatusCode>(logits.status().code()),
-                                          std::string(logits.status().message())));
-  }
+  if (!logits.ok()) return Finish("Forward", ToGrpcStatus(logits.status()));
   v1::Tensor* out = response->mutable_logits();
   for (int64_t dim : logits->shape) out->add_shape(dim);
   out->set_dtype("float32");

@@ -1,0 +1,193 @@
+// Generate over gRPC against a real placerd: streamed tokens, finish reasons, usage, seeds,
+// defaults, and INVALID_ARGUMENT / FAILED_PRECONDITION that name the field.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "client/placer_client.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace placer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+struct StreamResult {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::string finish_reason;
+  v1::Usage usage;
+  int messages = 0;
+  grpc::Status status;
+};
+
+class GenerateOverGrpc : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("placer-generate-" + std::to_string(getpid())));
+    fs::remove_all(*dir_);
+    const CommandResult made = RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " +
+                                          dir_->string() + " --arch llama --preset tiny --seed 2");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    ports_ = new StartedDaemon(PickPorts());
+    daemon_ = new DaemonProcess(DaemonArgs(*ports_, {"--model", dir_->string()}));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto health = client::PlacerClient({ports_->target(), seconds(2)}).CheckHealth();
+          return health.ok() && *health == client::Health::kServing;
+        },
+        seconds(30)))
+        << daemon_->Log();
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    delete ports_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static StreamResult Generate(const v1::GenerateRequest& request) {
+    client::PlacerClient client({ports_->target(), seconds(10)});
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+    auto reader = client.placer_stub().Generate(&context, request);
+    StreamResult result;
+    for (v1::GenerateResponse response; reader->Read(&response);) {
+      ++result.messages;
+      result.tokens.insert(result.tokens.end(), response.token_ids().begin(),
+                           response.token_ids().end());
+      result.logprobs.insert(result.logprobs.end(), response.logprobs().begin(),
+                             response.logprobs().end());
+      if (!response.finish_reason().empty()) {
+        result.finish_reason = response.finish_reason();
+        result.usage = response.usage();
+      }
+    }
+    result.status = reader->Finish();
+    return result;
+  }
+
+  static v1::GenerateRequest Prompt(std::initializer_list<int32_t> ids, uint32_t max_new_tokens) {
+    v1::GenerateRequest request;
+    for (int32_t id : ids) request.add_prompt_token_ids(id);
+    request.mutable_params()->set_max_new_tokens(max_new_tokens);
+    request.mutable_params()->set_ignore_eos(true);
+    return request;
+  }
+
+  static fs::path* dir_;
+  static StartedDaemon* ports_;
+  static DaemonProcess* daemon_;
+};
+
+fs::path* GenerateOverGrpc::dir_ = nullptr;
+StartedDaemon* GenerateOverGrpc::ports_ = nullptr;
+DaemonProcess* GenerateOverGrpc::daemon_ = nullptr;
+
+TEST_F(GenerateOverGrpc, GreedyStreamsOneTokenPerMessageAndMatchesForward) {
+  v1::GenerateRequest request = Prompt({1, 50, 60}, 5);
+  request.set_return_logprobs(true);
+  const StreamResult result = Generate(request);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_EQ(result.tokens.size(), 5u);
+  EXPECT_EQ(result.messages, 6);  // five tokens, then finish_reason and usage
+  EXPECT_EQ(result.logprobs.size(), 5u);
+  EXPECT_EQ(result.finish_reason, "length");
+  EXPECT_EQ(result.usage.prompt_tokens(), 3u);
+  EXPECT_EQ(result.usage.completion_tokens(), 5u);
+
+  // Greedy: each token is the argmax of Forward over everything before it.
+  client::PlacerClient client({ports_->target(), seconds(10)});
+  std::vector<int32_t> context = {1, 50, 60};
+  for (int32_t token : result.tokens) {
+    v1::ForwardRequest forward;
+    for (int32_t id : context) forward.add_token_ids(id);
+    auto logits = client.Forward(forward);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const std::string& data = logits->logits().data();
+    std::vector<float> row(data.size() / sizeof(float));
+    std::memcpy(row.data(), data.data(), data.size());
+    EXPECT_EQ(token, std::max_element(row.begin(), row.end()) - row.begin());
+    context.push_back(token);
+  }
+}
+
+TEST_F(GenerateOverGrpc, TheSameSeedGivesTheSameTokens) {
+  v1::GenerateRequest request = Prompt({7, 7, 7}, 10);
+  request.mutable_params()->set_temperature(1.3f);
+  request.mutable_params()->set_top_p(0.9f);
+  request.mutable_params()->set_seed(99);
+  const StreamResult first = Generate(request);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(Generate(request).tokens, first.tokens);
+}
+
+TEST_F(GenerateOverGrpc, StopTokenIdsEndTheStreamWithStop) {
+  const StreamResult greedy = Generate(Prompt({3, 4}, 6));
+  ASSERT_EQ(greedy.tokens.size(), 6u);
+  v1::GenerateRequest request = Prompt({3, 4}, 6);
+  request.mutable_params()->add_stop_token_ids(greedy.tokens[1]);
+  const StreamResult stopped = Generate(request);
+  ASSERT_TRUE(stopped.status.ok());
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  const size_t first = std::find(greedy.tokens.begin(), greedy.tokens.end(), greedy.tokens[1]) -
+                       greedy.tokens.begin();
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(greedy.tokens.begin(), greedy.tokens.begin() + first));
+}
+
+TEST_F(GenerateOverGrpc, BadRequestsNameTheField) {
+  struct Case {
+    std::function<void(v1::GenerateRequest&)> edit;
+    grpc::StatusCode code;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::GenerateRequest& r) { r.clear_prompt_token_ids(); }, grpc::INVALID_ARGUMENT,
+       "prompt_token_ids"},
+      {[](v1::GenerateRequest& r) { r.set_prompt("hi"); }, grpc::INVALID_ARGUMENT, "both"},
+      {[](v1::GenerateRequest& r) { r.add_prompt_token_ids(1 << 20); }, grpc::INVALID_ARGUMENT,
+       "prompt_token_ids[3]"},
+      {[](v1::GenerateRequest& r) { r.mutable_params()->set_temperature(-0.5f); },
+       grpc::INVALID_ARGUMENT, "params.temperature"},
+      {[](v1::GenerateRequest& r) { r.mutable_params()->set_top_p(0); }, grpc::INVALID_ARGUMENT,
+       "params.top_p"},
+      {[](v1::GenerateRequest& r) { r.mutable_params()->set_top_k(1 << 30); },
+       grpc::INVALID_ARGUMENT, "params.top_k"},
+      {[](v1::GenerateRequest& r) { r.mutable_params()->set_repetition_penalty(0); },
+       grpc::INVALID_ARGUMENT, "params.repetition_penalty"},
+      {[](v1::GenerateRequest& r) { r.mutable_params()->set_max_new_tokens(1 << 20); },
+       grpc::INVALID_ARGUMENT, "params.max_new_tokens"},
+      {[](v1::GenerateRequest& r) {
+         r.clear_prompt_token_ids();
+         r.set_prompt("hello");
+       },
+       grpc::FAILED_PRECONDITION, "prompt"},
+      {[](v1::GenerateRequest& r) { r.mutable_params()->add_stop("\n"); },
+       grpc::FAILED_PRECONDITION, "params.stop"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest request = Prompt({1, 2, 3}, 4);
+    c.edit(request);
+    const StreamResult result = Generate(request);
+    EXPECT_EQ(result.status.error_code(), c.code) << c.field << ": " << result.status.error_message();
+    EXPECT_NE(result.status.error_message().find(c.field), std::string::npos)
+        << c.field << ": " << result.status.error_message();
+    EXPECT_TRUE(result.tokens.empty());
+  }
+}
+
+TEST_F(GenerateOverGrpc, UnsetMaxNewTokensTakesTheDefault) {
+  v1::GenerateRequest request = Prompt({5, 6}, 0);
+  request.mutable_params()->clear_max_new_tokens();
+  const StreamResult result = Generate(request);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  EXPECT_EQ(result.tokens.size(), 16u);
+  EXPECT_EQ(result.finish_reason, "length");
+}
+
+}  // namespace
+}  // namespace placer::testing
