@@ -93,6 +93,20 @@ int main(int argc, char** argv) {
   app.add_option("--target", options.target, "placerd address (host:port)");
   app.add_option("--timeout", timeout_seconds, "seconds to wait for an answer")
       ->check(CLI::PositiveNumber);
+  placer::client::ClientCredentialFiles credential_files;
+  app.add_option("--token-file", credential_files.token_file,
+                 "file whose first line is the bearer token placerd expects")
+      ->group("Access");
+  app.add_flag("--tls", credential_files.tls, "connect with TLS, trusting the system's CAs")
+      ->group("Access");
+  app.add_option("--tls-ca", credential_files.ca,
+                 "PEM CA to verify placerd's certificate with (implies --tls)")
+      ->group("Access");
+  app.add_option("--tls-cert", credential_files.cert,
+                 "PEM client certificate, for a placerd with --tls-client-ca")
+      ->group("Access");
+  app.add_option("--tls-key", credential_files.key, "PEM private key of --tls-cert")
+      ->group("Access");
   app.require_subcommand(1);
   placer::placement::PlanCommandArgs plan_args;
   CLI::App* plan = app.add_subcommand(
@@ -135,6 +149,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kUnreachableOrError;
   }
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  if (!plan->parsed()) {
+    auto credentials = placer::client::LoadClientCredentials(credential_files);
+    if (!credentials.ok()) return Fail(credentials.status());
+    options.credentials = *std::move(credentials);
+  }
   placer::client::PlacerClient client(options);
 
   if (health->parsed()) {

@@ -3,6 +3,18 @@
 #include "absl/strings/str_cat.h"
 
 namespace placer::client {
+namespace {
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const ClientCredentials& c) {
+  if (!c.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = c.ca_pem;
+  ssl.pem_private_key = c.client_key_pem;
+  ssl.pem_cert_chain = c.client_cert_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
 
 absl::Status ToAbslStatus(const grpc::Status& status, const std::string& target) {
   if (status.ok()) return absl::OkStatus();
@@ -16,12 +28,16 @@ absl::Status ToAbslStatus(const grpc::Status& status, const std::string& target)
 
 PlacerClient::PlacerClient(const ClientOptions& options)
     : options_(options),
-      channel_(grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials())),
+      channel_(grpc::CreateChannel(options.target, ChannelCredentialsFor(options.credentials))),
       placer_(v1::Placer::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
 void PlacerClient::PrepareContext(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  // Health does not need it, but sending it everywhere keeps one code path.
+  if (!options_.credentials.bearer_token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.credentials.bearer_token);
+  }
 }
 
 absl::StatusOr<Health> PlacerClient::CheckHealth(const std::string& service) {

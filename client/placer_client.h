@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/client_credentials.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "placer/v1/placer.grpc.pb.h"
 
@@ -17,8 +18,14 @@ namespace placer::client {
 enum class Health { kServing, kNotServing, kUnknown };
 
 struct ClientOptions {
+  // A constructor rather than an aggregate, so `{target, timeout}` stays valid as fields grow.
+  ClientOptions() = default;
+  ClientOptions(std::string target_, std::chrono::milliseconds timeout_)
+      : target(std::move(target_)), timeout(timeout_) {}
+
   std::string target = "127.0.0.1:50051";
   std::chrono::milliseconds timeout{5000};
+  ClientCredentials credentials;  // default: plaintext, no token
 };
 
 class PlacerClient {

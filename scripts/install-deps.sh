@@ -9,7 +9,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
-  curl
+  curl openssl libssl-dev
   python3-torch
 )
 

@@ -5,13 +5,21 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/auth_credentials.h"
 #include "server/build_info.h"
 #include "server/model_loading.h"
 
 namespace placer::server {
 namespace {
 constexpr char kPlacerServiceName[] = "placer.v1.Placer";
+
+// Plaintext is fine where only this machine can connect; anywhere else tokens and prompts
+// would cross the network readable.
+bool IsLoopback(const std::string& listen) {
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
+}  // namespace
 
 Daemon::Daemon(const DaemonOptions& options)
     : options_(options), service_(&model_, &gate_, &metrics_) {}
@@ -23,12 +31,27 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (!status.ok()) return status;
   }
 
+  auto tls = LoadTlsFiles(options.tls_cert, options.tls_key, options.tls_client_ca);
+  if (!tls.ok()) return tls.status();
+  if (!options.auth_token_file.empty()) {
+    auto tokens = TokenStore::Open(options.auth_token_file);
+    if (!tokens.ok()) return tokens.status();
+    daemon->tokens_ = *std::move(tokens);
+    daemon->auth_ = std::make_unique<BearerAuth>(daemon->tokens_.get(), &daemon->metrics_);
+  }
+  if (!tls->has_value() && !IsLoopback(options.listen)) {
+    spdlog::warn("--listen {} is reachable from other machines but serves plaintext: "
+                 "give --tls-cert and --tls-key", options.listen);
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Linux lets two processes share a port with SO_REUSEPORT, which would hide a port clash.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &daemon->grpc_port_);
+  builder.SetMaxReceiveMessageSize(options.max_request_bytes);
+  builder.AddListeningPort(options.listen, MakeServerCredentials(*tls, daemon->auth_.get()),
+                           &daemon->grpc_port_);
   builder.RegisterService(&daemon->service_);
   daemon->server_ = builder.BuildAndStart();
   if (daemon->server_ == nullptr || daemon->grpc_port_ == 0) {
@@ -36,13 +59,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
         "--listen: cannot listen on ", options.listen, " (address in use or not available)"));
   }
   daemon->SetServing(false);
-  spdlog::info("placerd {} ({}) listening on {} (port {}), metrics on {}", PLACER_VERSION,
+  spdlog::info("placerd {} ({}) listening on {} (port {}, {}, {}), metrics on {}", PLACER_VERSION,
                PLACER_GIT_COMMIT, options.listen, daemon->grpc_port_,
+               !tls->has_value()                   ? "plaintext"
+               : (*tls)->client_ca_pem.empty() ? "TLS"
+                                                   : "TLS with client certificates",
+               daemon->tokens_ ? "bearer tokens required" : "no token check",
                options.metrics_listen.empty() ? "(disabled)" : options.metrics_listen);
   if (options.model_dir.empty()) {
     spdlog::warn("no --model given: serving no model; model RPCs answer FAILED_PRECONDITION");
   }
   return daemon;
+}
+
+absl::Status Daemon::ReloadTokens() {
+  if (tokens_ == nullptr) return absl::OkStatus();
+  return tokens_->Reload();
 }
 
 absl::Status Daemon::LoadModel() {

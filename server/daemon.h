@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "server/auth_tokens.h"
+#include "server/bearer_auth.h"
 #include "server/flags.h"
 #include "server/metrics.h"
 #include "server/model_slot.h"
@@ -28,6 +30,10 @@ class Daemon {
   // never serving a half-loaded model.
   absl::Status LoadModel();
 
+  // SIGHUP: re-read --auth-token-file. On failure the old tokens stay in force; the error is
+  // returned for the caller to log. Without --auth-token-file there is nothing to do.
+  absl::Status ReloadTokens();
+
   int grpc_port() const { return grpc_port_; }
 
  private:
@@ -39,6 +45,9 @@ class Daemon {
   ModelSlot model_;
   RequestGate gate_;
   PlacerService service_;
+  // Declared before server_: gRPC's token check points at them until the server is gone.
+  std::unique_ptr<TokenStore> tokens_;
+  std::unique_ptr<BearerAuth> auth_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -105,6 +106,20 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_option("--device-map", plan.device_map_path,
                  "use this Hugging Face device-map JSON (validated) instead of planning")
       ->group("Placement");
+  app.add_option("--tls-cert", options.tls_cert,
+                 "PEM server certificate (chain); with --tls-key serves gRPC over TLS")
+      ->group("Access");
+  app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert")->group("Access");
+  app.add_option("--tls-client-ca", options.tls_client_ca,
+                 "PEM CA certificate(s); clients must present a certificate they signed (mTLS)")
+      ->group("Access");
+  app.add_option("--auth-token-file", options.auth_token_file,
+                 "bearer tokens, one a line ('#' comments); Placer RPCs need one; SIGHUP reloads")
+      ->group("Access");
+  app.add_option("--max-request-bytes", options.max_request_bytes,
+                 "largest request message accepted; larger ones get RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1024, std::numeric_limits<int>::max()))
+      ->group("Access");
   app.add_option("--drain-timeout", drain_timeout,
                  "on SIGTERM, how long in-flight requests may finish (e.g. 30s, 500ms)");
 

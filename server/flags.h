@@ -18,6 +18,12 @@ struct DaemonOptions {
   std::string log_format = "text";                // text | json
   std::string log_level = "info";
   std::chrono::milliseconds drain_timeout{30000};
+  // Access. Empty paths leave the feature off: plaintext, no token check.
+  std::string tls_cert;         // PEM server certificate; with tls_key turns TLS on
+  std::string tls_key;          // PEM private key of tls_cert
+  std::string tls_client_ca;    // PEM CA; set: clients must present a certificate it signed
+  std::string auth_token_file;  // bearer tokens, one a line; reloaded on SIGHUP
+  int max_request_bytes = 4 << 20;  // larger request messages: RESOURCE_EXHAUSTED from gRPC
   int threads = 0;  // intra-op compute threads; 0 means one per CPU core
   // Placement flags, shared with `placer plan` so both plan the same way. checkpoint_dir
   // is filled from --model.

@@ -1,4 +1,4 @@
-// placerd: parse flags, start the daemon, and drain on SIGTERM or SIGINT.
+// placerd: parse flags, start the daemon, reload tokens on SIGHUP, drain on SIGTERM or SIGINT.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   const placer::server::FlagParseOutcome flags = placer::server::ParseDaemonFlags(argc, argv);
@@ -50,7 +51,15 @@ int main(int argc, char** argv) {
   }
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (absl::Status reloaded = (*daemon)->ReloadTokens(); reloaded.ok()) {
+      spdlog::info("SIGHUP: reloaded {}", options.auth_token_file.empty()
+                                              ? "nothing (no --auth-token-file)"
+                                              : options.auth_token_file);
+    } else {
+      spdlog::error("SIGHUP: {}; keeping the previous tokens", std::string(reloaded.message()));
+    }
+  }
   spdlog::info("received {}; draining", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*daemon)->Drain();
   return 0;

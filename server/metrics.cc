@@ -14,7 +14,11 @@ DaemonMetrics::DaemonMetrics()
       requests_total_(&prometheus::BuildCounter()
                            .Name("placer_requests_total")
                            .Help("Finished Placer RPCs by method and gRPC status code.")
-                           .Register(*registry_)) {
+                           .Register(*registry_)),
+      auth_failures_total_(&prometheus::BuildCounter()
+                                .Name("placer_auth_failures_total")
+                                .Help("Placer RPCs refused for a missing or wrong bearer token.")
+                                .Register(*registry_)) {
   prometheus::BuildGauge()
       .Name("placer_build_info")
       .Help("Version and commit of the running placerd; always 1.")
@@ -37,6 +41,10 @@ absl::Status DaemonMetrics::Serve(const std::string& address) {
 
 void DaemonMetrics::CountRequest(const std::string& rpc, const std::string& code) {
   requests_total_->Add({{"rpc", rpc}, {"code", code}}).Increment();
+}
+
+void DaemonMetrics::CountAuthFailure(const std::string& rpc) {
+  auth_failures_total_->Add({{"rpc", rpc}}).Increment();
 }
 
 }  // namespace placer::server

@@ -25,12 +25,16 @@ class DaemonMetrics {
   // Counts one finished RPC under its gRPC status code name (OK, UNAVAILABLE, ...).
   void CountRequest(const std::string& rpc, const std::string& code);
 
+  // Counts one call refused for a missing or wrong bearer token.
+  void CountAuthFailure(const std::string& rpc);
+
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> process_metrics_;
   prometheus::Family<prometheus::Counter>* requests_total_;
+  prometheus::Family<prometheus::Counter>* auth_failures_total_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
 
