@@ -12,6 +12,7 @@
 
 #include "client/placer_client.h"
 #include "placement/plan_command.h"
+#include "placement/plan_flags.h"
 
 namespace {
 
@@ -115,22 +116,8 @@ int main(int argc, char** argv) {
   plan->add_option("checkpoint_dir", plan_args.checkpoint_dir, "Hugging Face checkpoint directory");
   plan->add_option("--module-tree", plan_args.module_tree_path,
                    "plan a hypothetical model from a module-tree JSON instead");
-  plan->add_option("--devices", plan_args.devices,
-                   "virtual devices replacing probing, e.g. cuda:0=4GiB,cuda:1=4GiB,cpu=8GiB");
-  plan->add_option("--max-memory", plan_args.max_memory,
-                   "budgets in Accelerate's syntax, e.g. 0=20GiB,1=20GiB,cpu=64GiB");
-  plan->add_option("--gpu-memory-utilization", plan_args.gpu_memory_utilization,
-                   "share of each GPU's free memory to use when --max-memory is unset");
-  plan->add_option("--strategy", plan_args.strategy, "how layers are spread over GPUs")
-      ->check(CLI::IsMember({"sequential", "balanced", "balanced_low_0"}));
-  plan->add_option("--max-seq-len", plan_args.max_seq_len,
-                   "tokens per sequence the KV reserve must hold (0: min(context, 4096))");
-  plan->add_option("--max-batch-size", plan_args.max_batch_size, "sequences at once");
+  placer::placement::AddPlacementFlags(*plan, plan_args);
   plan->add_option("--dtype", plan_args.dtype, "compute dtype (default: the checkpoint's)");
-  plan->add_option("--offload-dir", plan_args.offload_dir,
-                   "directory for disk offload; without it there is no disk device");
-  plan->add_option("--device-map", plan_args.device_map_path,
-                   "validate this Hugging Face device-map JSON instead of planning");
   plan->add_option("--format", plan_args.format, "output format")
       ->check(CLI::IsMember({"table", "json"}));
   CLI::App* health = app.add_subcommand(
@@ -139,6 +126,19 @@ int main(int argc, char** argv) {
   info->add_flag("--json", as_json, "print ModelInfo as JSON");
   std::vector<int32_t> forward_tokens;
   int top = 5;
+  std::vector<int32_t> generate_tokens;
+  uint32_t max_new_tokens = 0;
+  double temperature = 0;
+  uint64_t seed = 0;
+  CLI::App* generate = app.add_subcommand(
+      "generate", "generate from prompt token ids, printing token ids as they stream");
+  generate->add_option("token_ids", generate_tokens, "prompt token ids")->required();
+  CLI::Option* max_new_tokens_flag = generate->add_option(
+      "--max-new-tokens", max_new_tokens,
+      "tokens to generate (default: the model's generation_config, else 16)");
+  CLI::Option* temperature_flag =
+      generate->add_option("--temperature", temperature, "0 for greedy (default: the model's)");
+  generate->add_option("--seed", seed, "make sampling reproducible (0: random)");
   CLI::App* forward = app.add_subcommand(
       "forward", "run one forward pass on token ids; print the most likely next tokens");
   forward->add_option("token_ids", forward_tokens, "prompt token ids")->required();
@@ -170,6 +170,28 @@ int main(int argc, char** argv) {
     }
     const absl::Status planned = placer::placement::RunPlanCommand(plan_args, std::cout);
     return planned.ok() ? 0 : Fail(planned);
+  }
+  if (generate->parsed()) {
+    placer::v1::GenerateRequest request;
+    for (int32_t token : generate_tokens) request.add_prompt_token_ids(token);
+    placer::v1::SamplingParams& params = *request.mutable_params();
+    // Only what was given is sent: the rest comes from the model's generation_config.json.
+    if (max_new_tokens_flag->count() > 0) {
+      params.set_max_new_tokens(max_new_tokens);
+    }
+    if (temperature_flag->count() > 0) params.set_temperature(static_cast<float>(temperature));
+    params.set_seed(seed);
+    const absl::Status status =
+        client.Generate(request, [](const placer::v1::GenerateResponse& response) {
+          for (int32_t token : response.token_ids()) std::cout << token << " " << std::flush;
+          if (!response.finish_reason().empty()) {
+            std::cout << "\n(" << response.finish_reason() << ": "
+                      << response.usage().prompt_tokens() << " prompt, "
+                      << response.usage().completion_tokens() << " generated tokens)"
+                      << std::endl;
+          }
+        });
+    return status.ok() ? 0 : Fail(status);
   }
   if (forward->parsed()) {
     placer::v1::ForwardRequest request;

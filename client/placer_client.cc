@@ -85,4 +85,14 @@ absl::StatusOr<v1::TokenizeResponse> PlacerClient::Tokenize(const v1::TokenizeRe
   return response;
 }
 
+absl::Status PlacerClient::Generate(
+    const v1::GenerateRequest& request,
+    const std::function<void(const v1::GenerateResponse&)>& on_response) {
+  grpc::ClientContext context;
+  PrepareContext(&context);
+  auto reader = placer_->Generate(&context, request);
+  for (v1::GenerateResponse response; reader->Read(&response);) on_response(response);
+  return ToAbslStatus(reader->Finish(), options_.target);
+}
+
 }  // namespace placer::client

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,10 @@ class PlacerClient {
   absl::StatusOr<v1::ModelInfo> GetModelInfo();
   absl::StatusOr<v1::ForwardResponse> Forward(const v1::ForwardRequest& request);
   absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request);
+  // Streams the answer, calling `on_response` for every message as it arrives; the whole
+  // stream shares the client's timeout as its deadline.
+  absl::Status Generate(const v1::GenerateRequest& request,
+                        const std::function<void(const v1::GenerateResponse&)>& on_response);
 
   // The raw stubs, for streaming calls and tests that need a ClientContext of their own.
   v1::Placer::Stub& placer_stub() { return *placer_; }

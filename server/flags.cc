@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "placement/plan_flags.h"
 
 namespace placer::server {
 
@@ -78,34 +79,7 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_option("--threads", options.threads,
                  "compute threads for the forward pass; 0 means one per CPU core")
       ->check(CLI::Range(0, 1024));
-  placement::PlanCommandArgs& plan = options.placement;
-  app.add_option("--devices", plan.devices,
-                 "virtual devices replacing the GPU probe, e.g. cuda:0=4GiB,cuda:1=4GiB,cpu=8GiB")
-      ->group("Placement");
-  app.add_option("--max-memory", plan.max_memory,
-                 "weight budgets in Accelerate's syntax, e.g. 0=20GiB,1=20GiB,cpu=64GiB")
-      ->group("Placement");
-  app.add_option("--gpu-memory-utilization", plan.gpu_memory_utilization,
-                 "share of each GPU's free memory placer may use when --max-memory is unset")
-      ->check(CLI::Range(0.01, 1.0))
-      ->group("Placement");
-  app.add_option("--strategy", plan.strategy, "how blocks are spread over the GPUs")
-      ->check(CLI::IsMember({"sequential", "balanced", "balanced_low_0"}))
-      ->group("Placement");
-  app.add_option("--max-seq-len", plan.max_seq_len,
-                 "tokens per sequence the KV-cache reserve holds; 0 means min(context, 4096)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
-      ->group("Placement");
-  app.add_option("--max-batch-size", plan.max_batch_size,
-                 "sequences at once, for the KV-cache and activation reserves")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
-      ->group("Placement");
-  app.add_option("--offload-dir", plan.offload_dir,
-                 "directory for disk offload; without it nothing is placed on disk")
-      ->group("Placement");
-  app.add_option("--device-map", plan.device_map_path,
-                 "use this Hugging Face device-map JSON (validated) instead of planning")
-      ->group("Placement");
+  placement::AddPlacementFlags(app, options.placement);
   app.add_option("--tls-cert", options.tls_cert,
                  "PEM server certificate (chain); with --tls-key serves gRPC over TLS")
       ->group("Access");

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "client/placer_client.h"
 #include "tests/e2e/daemon_process.h"
@@ -187,6 +188,27 @@ TEST_F(GenerateOverGrpc, UnsetMaxNewTokensTakesTheDefault) {
   ASSERT_TRUE(result.status.ok()) << result.status.error_message();
   EXPECT_EQ(result.tokens.size(), 16u);
   EXPECT_EQ(result.finish_reason, "length");
+}
+
+TEST_F(GenerateOverGrpc, TheCliStreamsTheSameTokensAsTheApi) {
+  const StreamResult api = Generate(Prompt({1, 2, 3}, 6));
+  ASSERT_TRUE(api.status.ok());
+  // The CLI sends no ignore_eos, so compare only up to a possible eos stop.
+  const CommandResult cli =
+      RunCommand(std::string(PLACER_CLI_PATH) + " --target " + ports_->target() +
+                 " generate 1 2 3 --max-new-tokens 6 --temperature 0");
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  std::istringstream words(cli.output);
+  std::vector<int32_t> printed;
+  for (int32_t token; words >> token;) printed.push_back(token);
+  ASSERT_FALSE(printed.empty()) << cli.output;
+  EXPECT_EQ(printed, std::vector<int32_t>(api.tokens.begin(), api.tokens.begin() + printed.size()));
+  EXPECT_NE(cli.output.find(" generated tokens)"), std::string::npos) << cli.output;
+
+  const CommandResult bad = RunCommand(std::string(PLACER_CLI_PATH) + " --target " +
+                                       ports_->target() + " generate 1 --temperature -1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("params.temperature"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -1,0 +1,36 @@
+#include "placement/plan_flags.h"
+
+namespace placer::placement {
+
+void AddPlacementFlags(CLI::App& app, PlanCommandArgs& args) {
+  const char* group = "Placement";
+  app.add_option("--devices", args.devices,
+                 "virtual devices replacing the GPU probe, e.g. cuda:0=4GiB,cuda:1=4GiB,cpu=8GiB")
+      ->group(group);
+  app.add_option("--max-memory", args.max_memory,
+                 "weight budgets in Accelerate's syntax, e.g. 0=20GiB,1=20GiB,cpu=64GiB")
+      ->group(group);
+  app.add_option("--gpu-memory-utilization", args.gpu_memory_utilization,
+                 "share of each GPU's free memory placer may use when --max-memory is unset")
+      ->check(CLI::Range(0.01, 1.0))
+      ->group(group);
+  app.add_option("--strategy", args.strategy, "how blocks are spread over the GPUs")
+      ->check(CLI::IsMember({"sequential", "balanced", "balanced_low_0"}))
+      ->group(group);
+  app.add_option("--max-seq-len", args.max_seq_len,
+                 "tokens per sequence the KV-cache reserve holds; 0 means min(context, 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+      ->group(group);
+  app.add_option("--max-batch-size", args.max_batch_size,
+                 "sequences at once, for the KV-cache and activation reserves")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->group(group);
+  app.add_option("--offload-dir", args.offload_dir,
+                 "directory for disk offload; without it nothing is placed on disk")
+      ->group(group);
+  app.add_option("--device-map", args.device_map_path,
+                 "use this Hugging Face device-map JSON (validated) instead of planning")
+      ->group(group);
+}
+
+}  // namespace placer::placement
