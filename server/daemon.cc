@@ -120,8 +120,13 @@ void Daemon::Drain() {
   if (!idle) {
     spdlog::warn("drain timeout reached with {} request(s) still running; cancelling them",
                  gate_.in_flight());
+    gate_.CancelRemaining();
+    // A stream notices within one decode step; give it that long to tell its client why.
+    gate_.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   }
-  server_->Shutdown(std::chrono::system_clock::now());
+  // A second lets statuses of RPCs that just returned reach their clients; then whatever is
+  // left (health watches) is cancelled.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
   spdlog::info("drained; exiting");
 }

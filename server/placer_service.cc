@@ -81,7 +81,7 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
   uint32_t completion_tokens = 0;
   auto finish = model::GenerateTokens(
       *model->model, *generation, [&](const model::SampledToken& token) {
-        if (context->IsCancelled()) return false;
+        if (context->IsCancelled() || gate_->cancelled()) return false;
         v1::GenerateResponse chunk;
         chunk.add_token_ids(token.id);
         if (request->return_logprobs()) chunk.add_logprobs(token.logprob);
@@ -89,6 +89,13 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
         return writer->Write(chunk);
       });
   if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
+  if (*finish == model::FinishReason::kCancelled && gate_->cancelled()) {
+    return Finish("Generate",
+                  grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               absl::StrCat("placerd is shutting down: the stream was cancelled "
+                                            "after --drain-timeout, ", completion_tokens,
+                                            " token(s) in; retry on another replica")));
+  }
   if (*finish == model::FinishReason::kCancelled && context->IsCancelled()) {
     return Finish("Generate", grpc::Status(grpc::StatusCode::CANCELLED,
                                            "the client cancelled or its deadline passed"));

@@ -2,6 +2,7 @@
 // already accepted. gRPC's own Shutdown would also wait on long-lived health watches.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -38,6 +39,11 @@ class RequestGate {
 
   int in_flight() const;
 
+  // After the drain timeout: long-running RPCs poll this and end themselves with UNAVAILABLE,
+  // so a client learns why its stream stopped instead of seeing a bare cancellation.
+  void CancelRemaining() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
  private:
   void Leave();
 
@@ -45,6 +51,7 @@ class RequestGate {
   std::condition_variable idle_;
   int in_flight_ = 0;
   bool draining_ = false;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace placer::server

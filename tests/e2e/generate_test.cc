@@ -213,3 +213,74 @@ TEST_F(GenerateOverGrpc, TheCliStreamsTheSameTokensAsTheApi) {
 
 }  // namespace
 }  // namespace placer::testing
+
+namespace placer::testing {
+namespace {
+
+// Draining with streams in flight: within --drain-timeout they finish; past it they end with
+// UNAVAILABLE and a reason. Either way nothing admitted is dropped silently, and exit is 0.
+class DrainWithStreams : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DrainWithStreams, AdmittedStreamsFinishOrAreToldWhy) {
+  const bool long_timeout = GetParam();
+  const fs::path dir = fs::temp_directory_path() /
+                       ("placer-drain-" + std::to_string(getpid()) + (long_timeout ? "l" : "s"));
+  fs::remove_all(dir);
+  ASSERT_EQ(RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir.string() +
+                       " --arch llama --preset tiny --seed 3")
+                .exit_code,
+            0);
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(
+      ports, {"--model", dir.string(), "--drain-timeout", long_timeout ? "60s" : "1ms"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto health = client::PlacerClient({ports.target(), seconds(2)}).CheckHealth();
+        return health.ok() && *health == client::Health::kServing;
+      },
+      seconds(30)))
+      << daemon.Log();
+
+  client::PlacerClient client({ports.target(), seconds(60)});
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(60));
+  v1::GenerateRequest request;
+  request.add_prompt_token_ids(1);
+  request.mutable_params()->set_max_new_tokens(500);
+  request.mutable_params()->set_ignore_eos(true);
+  auto reader = client.placer_stub().Generate(&context, request);
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));  // admitted and running
+  daemon.Signal(SIGTERM);
+  size_t tokens = response.token_ids_size();
+  std::string finish_reason;
+  while (reader->Read(&response)) {
+    tokens += response.token_ids_size();
+    if (!response.finish_reason().empty()) finish_reason = response.finish_reason();
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(daemon.WaitExit(seconds(30)), 0) << daemon.Log();
+  // The stream really was running when draining began.
+  EXPECT_NE(daemon.Log().find("draining: 1 request(s) in flight"), std::string::npos)
+      << daemon.Log();
+  if (long_timeout) {
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(finish_reason, "length");
+    EXPECT_EQ(tokens, 500u);
+  } else {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+    EXPECT_NE(status.error_message().find("--drain-timeout"), std::string::npos)
+        << status.error_message();
+    EXPECT_LT(tokens, 500u);
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Timeouts, DrainWithStreams, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("WithinTimeout")
+                                             : std::string("PastTimeout");
+                         });
+
+}  // namespace
+}  // namespace placer::testing
