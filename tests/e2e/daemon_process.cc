@@ -117,6 +117,15 @@ bool Answers(const StartedDaemon& ports) {
   return client.CheckHealth().ok();
 }
 
+bool WaitServing(const StartedDaemon& ports, std::chrono::milliseconds timeout) {
+  return WaitUntil(
+      [&] {
+        auto health = client::PlacerClient({ports.target(), std::chrono::seconds(2)}).CheckHealth();
+        return health.ok() && *health == client::Health::kServing;
+      },
+      timeout);
+}
+
 CommandResult RunCommand(const std::string& command_line) {
   CommandResult result;
   FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");

@@ -51,6 +51,9 @@ std::vector<std::string> DaemonArgs(const StartedDaemon& ports,
 // reconnect backoff after an early refusal does not slow the test down).
 bool Answers(const StartedDaemon& ports);
 
+// Waits until the daemon's health is SERVING (its model is loaded); false on timeout.
+bool WaitServing(const StartedDaemon& ports, std::chrono::milliseconds timeout);
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together

@@ -36,13 +36,7 @@ class GenerateOverGrpc : public ::testing::Test {
     ASSERT_EQ(made.exit_code, 0) << made.output;
     ports_ = new StartedDaemon(PickPorts());
     daemon_ = new DaemonProcess(DaemonArgs(*ports_, {"--model", dir_->string()}));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          auto health = client::PlacerClient({ports_->target(), seconds(2)}).CheckHealth();
-          return health.ok() && *health == client::Health::kServing;
-        },
-        seconds(30)))
-        << daemon_->Log();
+    ASSERT_TRUE(WaitServing(*ports_, seconds(30))) << daemon_->Log();
   }
   static void TearDownTestSuite() {
     delete daemon_;
@@ -233,13 +227,7 @@ TEST_P(DrainWithStreams, AdmittedStreamsFinishOrAreToldWhy) {
   const StartedDaemon ports = PickPorts();
   DaemonProcess daemon(DaemonArgs(
       ports, {"--model", dir.string(), "--drain-timeout", long_timeout ? "60s" : "1ms"}));
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto health = client::PlacerClient({ports.target(), seconds(2)}).CheckHealth();
-        return health.ok() && *health == client::Health::kServing;
-      },
-      seconds(30)))
-      << daemon.Log();
+  ASSERT_TRUE(WaitServing(ports, seconds(30))) << daemon.Log();
 
   client::PlacerClient client({ports.target(), seconds(60)});
   grpc::ClientContext context;

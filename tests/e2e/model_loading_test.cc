@@ -60,13 +60,7 @@ TEST_F(ModelLoading, ReadyModelIsServingDescribedAndAnswersForward) {
   const StartedDaemon ports = PickPorts();
   DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--threads", "2"}));
   client::PlacerClient client({ports.target(), seconds(5)});
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto health = client.CheckHealth();
-        return health.ok() && *health == client::Health::kServing;
-      },
-      seconds(30)))
-      << daemon.Log();
+  ASSERT_TRUE(WaitServing(ports, seconds(30))) << daemon.Log();
   EXPECT_EQ(RunCommand(std::string(PLACER_CLI_PATH) + " --target " + ports.target() + " health")
                 .exit_code,
             0);
@@ -144,13 +138,7 @@ TEST_F(ModelLoading, SigtermTurnsAServingWatchNotServingBeforeTheStreamEnds) {
   const StartedDaemon ports = PickPorts();
   DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--drain-timeout", "5s"}));
   client::PlacerClient client({ports.target(), seconds(5)});
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto health = client.CheckHealth();
-        return health.ok() && *health == client::Health::kServing;
-      },
-      seconds(30)))
-      << daemon.Log();
+  ASSERT_TRUE(WaitServing(ports, seconds(30))) << daemon.Log();
 
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + seconds(30));
@@ -179,13 +167,7 @@ std::pair<std::string, v1::ModelInfo> ServeAndForward(const fs::path& dir,
   const StartedDaemon ports = PickPorts();
   DaemonProcess daemon(DaemonArgs(ports, flags));
   client::PlacerClient client({ports.target(), seconds(5)});
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        auto health = client.CheckHealth();
-        return health.ok() && *health == client::Health::kServing;
-      },
-      seconds(30)))
-      << daemon.Log();
+  EXPECT_TRUE(WaitServing(ports, seconds(30))) << daemon.Log();
   v1::ForwardRequest forward;
   for (int token : {4, 8, 15, 16, 23, 42}) forward.add_token_ids(token);
   forward.set_all_positions(true);
