@@ -22,6 +22,22 @@ namespace placer::placement {
 struct OffloadReserve {
   std::uint64_t staging = 0;
   std::uint64_t offloaded_kv = 0;
+
+  // Counts one offloaded block: staging holds the two largest at once (double buffering).
+  void AddOffloaded(std::uint64_t weights_bytes, std::uint64_t kv_bytes) {
+    offloaded_kv += kv_bytes;
+    if (weights_bytes > largest_) {
+      second_ = largest_;
+      largest_ = weights_bytes;
+    } else if (weights_bytes > second_) {
+      second_ = weights_bytes;
+    }
+    staging = largest_ + second_;
+  }
+
+ private:
+  std::uint64_t largest_ = 0;
+  std::uint64_t second_ = 0;
 };
 
 // The first block that fit nowhere.

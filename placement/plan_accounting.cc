@@ -9,20 +9,11 @@ namespace placer::placement {
 OffloadReserve OffloadNeeds(const PlacementUnits& units, const DeviceRoles& roles,
                             const std::vector<int>& unit_device) {
   OffloadReserve needs;
-  std::uint64_t largest = 0;
-  std::uint64_t second = 0;
   for (const UnitGroup& group : units.groups) {
     const int device = unit_device[group.units[0]];
     if (device < 0 || !roles.IsOffload(device)) continue;
-    needs.offloaded_kv += group.kv_bytes;
-    if (group.weights_bytes > largest) {
-      second = largest;
-      largest = group.weights_bytes;
-    } else if (group.weights_bytes > second) {
-      second = group.weights_bytes;
-    }
+    needs.AddOffloaded(group.weights_bytes, group.kv_bytes);
   }
-  needs.staging = largest + second;
   return needs;
 }
 

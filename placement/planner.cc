@@ -21,18 +21,7 @@ constexpr int kMaxReserveRounds = 6;
 
 OffloadReserve WorstCaseReserve(const PlacementUnits& units) {
   OffloadReserve reserve;
-  std::uint64_t largest = 0;
-  std::uint64_t second = 0;
-  for (const UnitGroup& group : units.groups) {
-    reserve.offloaded_kv += group.kv_bytes;
-    if (group.weights_bytes > largest) {
-      second = largest;
-      largest = group.weights_bytes;
-    } else if (group.weights_bytes > second) {
-      second = group.weights_bytes;
-    }
-  }
-  reserve.staging = largest + second;
+  for (const UnitGroup& group : units.groups) reserve.AddOffloaded(group.weights_bytes, group.kv_bytes);
   return reserve;
 }
 
