@@ -98,6 +98,7 @@ absl::Status Daemon::LoadModel() {
   spdlog::info("loaded {} in {:.3f}s: {}, {} parameters, {}{}", loaded->path, seconds,
                loaded->architecture, loaded->parameter_count, loaded->dtype,
                loaded->has_tokenizer ? "" : ", no tokenizer (text requests are refused)");
+  loaded->load_seconds = seconds;
   model_.Set(*std::move(loaded));
   SetServing(true);
   return absl::OkStatus();

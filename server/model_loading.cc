@@ -41,6 +41,14 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
     snapshot.device_map.emplace_back(
         module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
   }
+  std::vector<std::string> device_names;
+  for (const placement::DevicePlan& device : plan->devices) device_names.push_back(device.device.Name());
+  auto accounting = std::make_shared<placement::RuntimeAccounting>(device_names);
+  for (const placement::DevicePlan& device : plan->devices) {
+    accounting->AddMemory(device.device.Name(), placement::MemoryKind::kWeights,
+                          static_cast<int64_t>(device.weights_bytes));
+  }
+  snapshot.accounting = accounting;
   for (const placement::DevicePlan& device : plan->devices) {
     snapshot.devices.push_back({device.device.Name(), device.total_bytes, device.free_bytes,
                                 device.weights_bytes, device.kv_reserve_bytes,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/generation_defaults.h"
+#include "placement/runtime_accounting.h"
 
 namespace placer::model {
 class CausalLm;
@@ -39,6 +40,9 @@ struct ModelSnapshot {
   };
   std::vector<DeviceFigures> devices;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady
+  // Live per-device memory by kind and offload traffic of the served model (set when ready).
+  std::shared_ptr<const placement::RuntimeAccounting> accounting;
+  double load_seconds = 0;  // from opening the checkpoint to ready
 };
 
 class ModelSlot {
