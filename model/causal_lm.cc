@@ -13,10 +13,15 @@
 namespace placer::model {
 
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint) {
+    std::shared_ptr<const loader::Checkpoint> checkpoint, ModelRuntime runtime) {
+  if (runtime.accounting == nullptr) {
+    std::vector<std::string> devices;
+    for (const auto& [module, device] : runtime.plan.device_map) devices.push_back(device.Name());
+    runtime.accounting = std::make_shared<placement::RuntimeAccounting>(std::move(devices));
+  }
   try {
-    if (checkpoint->config().is_gpt2()) return LoadGpt2(checkpoint);
-    return LoadLlama(checkpoint);
+    if (checkpoint->config().is_gpt2()) return LoadGpt2(checkpoint, runtime);
+    return LoadLlama(checkpoint, runtime);
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat(checkpoint->dir(), ": binding weights failed: ", e.what_without_backtrace()));

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "placement/runtime_accounting.h"
+#include "placement/runtime_plan.h"
 
 namespace placer::loader {
 class Checkpoint;
@@ -49,10 +51,18 @@ class CausalLm {
   virtual int64_t max_positions() const = 0;
 };
 
-// Binds every weight of the checkpoint (zero-copy views over the mapped shards when the
-// stored dtype is F32) and returns the architecture's model. CPU, F32 compute.
+// Where the model runs and where its memory is counted.
+struct ModelRuntime {
+  placement::RuntimePlan plan = placement::RuntimePlan::AllOnCpu();
+  // Created from the plan's devices when not given.
+  std::shared_ptr<placement::RuntimeAccounting> accounting;
+};
+
+// Binds every weight of the checkpoint where the plan puts it (zero-copy views over the
+// mapped shards for cpu and disk when the stored dtype is F32) and returns the
+// architecture's model, which runs each block on its execution device. F32 compute.
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
-    std::shared_ptr<const loader::Checkpoint> checkpoint);
+    std::shared_ptr<const loader::Checkpoint> checkpoint, ModelRuntime runtime = {});
 
 // Intra-op threads of the tensor library (ATen defaults to 1 on some machines).
 void SetComputeThreads(int threads);

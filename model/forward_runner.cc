@@ -52,6 +52,18 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(KvCache& cache,
   }
 }
 
+at::Tensor DecoderOnlyModel::Run(const at::Tensor& tokens, KvCache& cache) const {
+  placement::BlockDispatcher::Pass pass(*dispatcher_);
+  BlockState state{tokens, at::Tensor(), cache.length()};
+  placement::Device current = placement::Device::Cpu();  // requests arrive in host memory
+  for (size_t block = 0; block < dispatcher_->block_count(); ++block) {
+    at::Tensor* input = block == 0 ? &state.tokens : &state.hidden;
+    const placement::BlockWeights& weights = pass.Enter(block, {input}, &current);
+    RunBlock(block, weights, state, cache);
+  }
+  return dispatcher_->transfer().Move(state.hidden, current, placement::Device::Cpu());
+}
+
 absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(
     int64_t capacity) const {
   if (capacity < 1 || capacity > config_.max_position_embeddings) {
@@ -60,8 +72,15 @@ absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(
                      config_.max_position_embeddings));
   }
   try {
-    return std::make_unique<KvCache>(config_.num_hidden_layers, config_.num_key_value_heads,
-                                     config_.head_dim, capacity, at::kFloat);
+    std::vector<KvCache::LayerPlacement> layers;
+    for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+      const size_t block = static_cast<size_t>(first_layer_block_ + layer);
+      layers.push_back({dispatcher_->torch_device(block),
+                        dispatcher_->execution_device(block).Name()});
+    }
+    return std::make_unique<KvCache>(std::move(layers), config_.num_key_value_heads,
+                                     config_.head_dim, capacity, at::kFloat,
+                                     &dispatcher_->accounting());
   } catch (const c10::Error& e) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate the KV cache: ", e.what_without_backtrace()));

@@ -5,15 +5,39 @@
 #include "absl/strings/str_cat.h"
 #include "model/forward_runner.h"
 #include "model/tensor_ops.h"
-#include "model/weight_binder.h"
 
 namespace placer::model {
 namespace {
 
-struct Gpt2Layer {
-  at::Tensor ln1_weight, ln1_bias, attn_weight, attn_bias, attn_proj_weight, attn_proj_bias;
-  at::Tensor ln2_weight, ln2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias;
+// Slots of a GPT-2 block's weights, in the order LayerBlock lists them.
+enum LayerWeight : size_t {
+  kLn1Weight, kLn1Bias, kAttnWeight, kAttnBias, kAttnProjWeight, kAttnProjBias,
+  kLn2Weight, kLn2Bias, kFcWeight, kFcBias, kMlpProjWeight, kMlpProjBias
 };
+
+placement::BlockSpec LayerBlock(int64_t index) {
+  const std::string prefix = absl::StrCat("transformer.h.", index);
+  std::vector<placement::BlockTensor> tensors;
+  for (const char* name : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                           "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                           "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+                           "mlp.c_proj.bias"}) {
+    tensors.push_back({absl::StrCat(prefix, ".", name)});
+  }
+  return {prefix, std::move(tensors)};
+}
+
+// Token and position embeddings are separate modules the planner may put apart, so they are
+// separate blocks; the lm_head reads the token embedding (tied).
+std::vector<placement::BlockSpec> Gpt2Blocks(const loader::ModelConfig& config) {
+  std::vector<placement::BlockSpec> blocks;
+  blocks.push_back({"transformer.wte", {{"transformer.wte.weight"}}});
+  blocks.push_back({"transformer.wpe", {{"transformer.wpe.weight"}}});
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) blocks.push_back(LayerBlock(i));
+  blocks.push_back({"transformer.ln_f", {{"transformer.ln_f.weight"}, {"transformer.ln_f.bias"}}});
+  blocks.push_back({"lm_head", {{"transformer.wte.weight"}}});
+  return blocks;
+}
 
 // Conv1D stores [in, out]: y = x @ W + b.
 at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -22,79 +46,63 @@ at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 
 class Gpt2 final : public DecoderOnlyModel {
  public:
-  Gpt2(const loader::ModelConfig& config, WeightBinder& weights) : DecoderOnlyModel(config) {
-    token_embedding_ = weights.Required("transformer.wte.weight");
-    position_embedding_ = weights.Required("transformer.wpe.weight");
-    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-      const std::string prefix = absl::StrCat("transformer.h.", i, ".");
-      Gpt2Layer layer;
-      layer.ln1_weight = weights.Required(prefix + "ln_1.weight");
-      layer.ln1_bias = weights.Required(prefix + "ln_1.bias");
-      layer.attn_weight = weights.Required(prefix + "attn.c_attn.weight");
-      layer.attn_bias = weights.Required(prefix + "attn.c_attn.bias");
-      layer.attn_proj_weight = weights.Required(prefix + "attn.c_proj.weight");
-      layer.attn_proj_bias = weights.Required(prefix + "attn.c_proj.bias");
-      layer.ln2_weight = weights.Required(prefix + "ln_2.weight");
-      layer.ln2_bias = weights.Required(prefix + "ln_2.bias");
-      layer.fc_weight = weights.Required(prefix + "mlp.c_fc.weight");
-      layer.fc_bias = weights.Required(prefix + "mlp.c_fc.bias");
-      layer.mlp_proj_weight = weights.Required(prefix + "mlp.c_proj.weight");
-      layer.mlp_proj_bias = weights.Required(prefix + "mlp.c_proj.bias");
-      layers_.push_back(std::move(layer));
-    }
-    final_norm_weight_ = weights.Required("transformer.ln_f.weight");
-    final_norm_bias_ = weights.Required("transformer.ln_f.bias");
-  }
+  Gpt2(const loader::ModelConfig& config, std::unique_ptr<placement::BlockDispatcher> dispatcher)
+      : DecoderOnlyModel(config, std::move(dispatcher), /*first_layer_block=*/2) {}
 
  protected:
-  at::Tensor Run(const at::Tensor& tokens, KvCache& cache) const override {
-    const int64_t length = tokens.size(0);
+  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state,
+                KvCache& cache) const override {
+    const int64_t layers = config().num_hidden_layers;
+    const int64_t hidden_size = config().hidden_size;
+    if (block == 0) {
+      state.hidden = at::embedding(w[0], state.tokens);
+    } else if (block == 1) {
+      const at::Tensor positions =
+          at::arange(state.start, state.start + state.hidden.size(0),
+                     at::TensorOptions().dtype(at::kLong).device(w[0].device()));
+      state.hidden = state.hidden + at::embedding(w[0], positions);
+    } else if (layer_of(block) < layers) {
+      RunLayer(layer_of(block), w, state, cache);
+    } else if (layer_of(block) == layers) {
+      state.hidden = at::layer_norm(state.hidden, {hidden_size}, w[0], w[1], config().norm_eps);
+    } else {
+      state.hidden = at::linear(state.hidden, w[0]);
+    }
+  }
+
+ private:
+  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state,
+                KvCache& cache) const {
+    const int64_t length = state.hidden.size(0);
     const int64_t hidden_size = config().hidden_size;
     const int64_t heads = config().num_attention_heads;
     const int64_t head_dim = hidden_size / heads;
     const double eps = config().norm_eps;
-    const int64_t start = cache.length();
-    const at::Tensor positions =
-        at::arange(start, start + length, at::TensorOptions().dtype(at::kLong));
-    at::Tensor hidden =
-        at::embedding(token_embedding_, tokens) + at::embedding(position_embedding_, positions);
-    for (size_t index = 0; index < layers_.size(); ++index) {
-      const Gpt2Layer& layer = layers_[index];
-      const at::Tensor x =
-          at::layer_norm(hidden, {hidden_size}, layer.ln1_weight, layer.ln1_bias, eps);
-      const std::vector<at::Tensor> qkv =
-          Conv1D(x, layer.attn_weight, layer.attn_bias).split(hidden_size, -1);
-      auto heads_first = [&](const at::Tensor& t) {
-        return t.view({length, heads, head_dim}).transpose(0, 1);
-      };
-      auto [keys, values] =
-          cache.Append(static_cast<int64_t>(index), heads_first(qkv[1]), heads_first(qkv[2]));
-      const at::Tensor attended = CausalAttention(heads_first(qkv[0]), keys, values);
-      hidden = hidden + Conv1D(attended.transpose(0, 1).reshape({length, hidden_size}),
-                               layer.attn_proj_weight, layer.attn_proj_bias);
-      const at::Tensor y =
-          at::layer_norm(hidden, {hidden_size}, layer.ln2_weight, layer.ln2_bias, eps);
-      const at::Tensor activated =
-          at::gelu(Conv1D(y, layer.fc_weight, layer.fc_bias), /*approximate=*/"tanh");
-      hidden = hidden + Conv1D(activated, layer.mlp_proj_weight, layer.mlp_proj_bias);
-    }
-    hidden = at::layer_norm(hidden, {hidden_size}, final_norm_weight_, final_norm_bias_, eps);
-    return at::linear(hidden, token_embedding_);
+    at::Tensor& hidden = state.hidden;
+    const at::Tensor x = at::layer_norm(hidden, {hidden_size}, w[kLn1Weight], w[kLn1Bias], eps);
+    const std::vector<at::Tensor> qkv = Conv1D(x, w[kAttnWeight], w[kAttnBias]).split(hidden_size, -1);
+    auto heads_first = [&](const at::Tensor& t) {
+      return t.view({length, heads, head_dim}).transpose(0, 1);
+    };
+    auto [keys, values] = cache.Append(index, heads_first(qkv[1]), heads_first(qkv[2]));
+    const at::Tensor attended = CausalAttention(heads_first(qkv[0]), keys, values);
+    hidden = hidden + Conv1D(attended.transpose(0, 1).reshape({length, hidden_size}),
+                             w[kAttnProjWeight], w[kAttnProjBias]);
+    const at::Tensor y = at::layer_norm(hidden, {hidden_size}, w[kLn2Weight], w[kLn2Bias], eps);
+    const at::Tensor activated = at::gelu(Conv1D(y, w[kFcWeight], w[kFcBias]), "tanh");
+    hidden = hidden + Conv1D(activated, w[kMlpProjWeight], w[kMlpProjBias]);
   }
-
- private:
-  at::Tensor token_embedding_, position_embedding_, final_norm_weight_, final_norm_bias_;
-  std::vector<Gpt2Layer> layers_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
-    std::shared_ptr<const loader::Checkpoint> checkpoint) {
-  WeightBinder weights(checkpoint, at::kFloat);
-  auto model = std::make_unique<Gpt2>(checkpoint->config(), weights);
-  if (!weights.status().ok()) return weights.status();
-  return model;
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
+  const loader::ModelConfig& config = checkpoint->config();
+  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, Gpt2Blocks(config),
+                                                       runtime.plan, at::kFloat, runtime.accounting);
+  if (!dispatcher.ok()) return dispatcher.status();
+  return std::make_unique<Gpt2>(config, *std::move(dispatcher));
 }
 
 }  // namespace placer::model

@@ -10,6 +10,6 @@
 namespace placer::model {
 
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
-    std::shared_ptr<const loader::Checkpoint> checkpoint);
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime);
 
 }  // namespace placer::model

@@ -1,14 +1,33 @@
 #include "model/kv_cache.h"
 
 namespace placer::model {
+namespace {
 
-KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t capacity,
-                 at::ScalarType dtype)
-    : capacity_(capacity) {
-  const auto options = at::TensorOptions().dtype(dtype);
-  for (int64_t i = 0; i < layers; ++i) {
+int64_t Bytes(const at::Tensor& tensor) {
+  return static_cast<int64_t>(tensor.numel() * tensor.element_size());
+}
+
+}  // namespace
+
+KvCache::KvCache(std::vector<LayerPlacement> layers, int64_t kv_heads, int64_t head_dim,
+                 int64_t capacity, at::ScalarType dtype, placement::RuntimeAccounting* accounting)
+    : layers_(std::move(layers)), capacity_(capacity), accounting_(accounting) {
+  for (const LayerPlacement& layer : layers_) {
+    const auto options = at::TensorOptions().dtype(dtype).device(layer.device);
     keys_.push_back(at::empty({kv_heads, capacity, head_dim}, options));
     values_.push_back(at::empty({kv_heads, capacity, head_dim}, options));
+    if (accounting_ != nullptr) {
+      accounting_->AddMemory(layer.device_name, placement::MemoryKind::kKvCache,
+                             Bytes(keys_.back()) + Bytes(values_.back()));
+    }
+  }
+}
+
+KvCache::~KvCache() {
+  if (accounting_ == nullptr) return;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    accounting_->AddMemory(layers_[i].device_name, placement::MemoryKind::kKvCache,
+                           -(Bytes(keys_[i]) + Bytes(values_[i])));
   }
 }
 

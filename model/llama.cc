@@ -6,80 +6,94 @@
 #include "model/forward_runner.h"
 #include "model/rotary.h"
 #include "model/tensor_ops.h"
-#include "model/weight_binder.h"
 
 namespace placer::model {
 namespace {
 
-struct LlamaLayer {
-  at::Tensor input_norm, q, k, v, o, q_bias, k_bias, v_bias, post_norm, gate, up, down;
+// Slots of a decoder layer's weights, in the order LayerBlock lists them.
+enum LayerWeight : size_t {
+  kInputNorm, kQ, kK, kV, kO, kQBias, kKBias, kVBias, kPostNorm, kGate, kUp, kDown
 };
+
+placement::BlockSpec LayerBlock(int64_t index) {
+  const std::string prefix = absl::StrCat("model.layers.", index);
+  auto tensor = [&](const char* name, bool optional = false) {
+    return placement::BlockTensor{absl::StrCat(prefix, ".", name), optional};
+  };
+  return {prefix,
+          {tensor("input_layernorm.weight"), tensor("self_attn.q_proj.weight"),
+           tensor("self_attn.k_proj.weight"), tensor("self_attn.v_proj.weight"),
+           tensor("self_attn.o_proj.weight"), tensor("self_attn.q_proj.bias", true),
+           tensor("self_attn.k_proj.bias", true), tensor("self_attn.v_proj.bias", true),
+           tensor("post_attention_layernorm.weight"), tensor("mlp.gate_proj.weight"),
+           tensor("mlp.up_proj.weight"), tensor("mlp.down_proj.weight")}};
+}
+
+// Embedding, the decoder layers, the final norm, the lm_head (reading the embedding's
+// tensor when tied): the units the hooks place and move.
+std::vector<placement::BlockSpec> LlamaBlocks(const loader::ModelConfig& config) {
+  std::vector<placement::BlockSpec> blocks;
+  blocks.push_back({"model.embed_tokens", {{"model.embed_tokens.weight"}}});
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) blocks.push_back(LayerBlock(i));
+  blocks.push_back({"model.norm", {{"model.norm.weight"}}});
+  blocks.push_back({"lm_head", {{config.tie_word_embeddings ? "model.embed_tokens.weight"
+                                                             : "lm_head.weight"}}});
+  return blocks;
+}
 
 class Llama final : public DecoderOnlyModel {
  public:
-  Llama(const loader::ModelConfig& config, WeightBinder& weights)
-      : DecoderOnlyModel(config), rotary_(config) {
-    embed_ = weights.Required("model.embed_tokens.weight");
-    for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-      const std::string prefix = absl::StrCat("model.layers.", i, ".");
-      LlamaLayer layer;
-      layer.input_norm = weights.Required(prefix + "input_layernorm.weight");
-      layer.q = weights.Required(prefix + "self_attn.q_proj.weight");
-      layer.k = weights.Required(prefix + "self_attn.k_proj.weight");
-      layer.v = weights.Required(prefix + "self_attn.v_proj.weight");
-      layer.o = weights.Required(prefix + "self_attn.o_proj.weight");
-      layer.q_bias = weights.Optional(prefix + "self_attn.q_proj.bias");
-      layer.k_bias = weights.Optional(prefix + "self_attn.k_proj.bias");
-      layer.v_bias = weights.Optional(prefix + "self_attn.v_proj.bias");
-      layer.post_norm = weights.Required(prefix + "post_attention_layernorm.weight");
-      layer.gate = weights.Required(prefix + "mlp.gate_proj.weight");
-      layer.up = weights.Required(prefix + "mlp.up_proj.weight");
-      layer.down = weights.Required(prefix + "mlp.down_proj.weight");
-      layers_.push_back(std::move(layer));
-    }
-    final_norm_ = weights.Required("model.norm.weight");
-    lm_head_ = config.tie_word_embeddings ? embed_ : weights.Required("lm_head.weight");
-  }
+  Llama(const loader::ModelConfig& config, std::unique_ptr<placement::BlockDispatcher> dispatcher)
+      : DecoderOnlyModel(config, std::move(dispatcher), /*first_layer_block=*/1),
+        rotary_(config) {}
 
  protected:
-  at::Tensor Run(const at::Tensor& tokens, KvCache& cache) const override {
-    const int64_t length = tokens.size(0);
-    const int64_t heads = config().num_attention_heads;
-    const int64_t kv_heads = config().num_key_value_heads;
-    const int64_t head_dim = config().head_dim;
-    const int64_t start = cache.length();
-    at::Tensor hidden = at::embedding(embed_, tokens);
-    for (size_t index = 0; index < layers_.size(); ++index) {
-      const LlamaLayer& layer = layers_[index];
-      const at::Tensor x = RmsNorm(hidden, layer.input_norm, config().norm_eps);
-      const at::Tensor q = Linear(x, layer.q, layer.q_bias).view({length, heads, head_dim});
-      const at::Tensor k = Linear(x, layer.k, layer.k_bias).view({length, kv_heads, head_dim});
-      const at::Tensor v = Linear(x, layer.v, layer.v_bias).view({length, kv_heads, head_dim});
-      auto [q_rotated, k_rotated] = rotary_.Apply(q.transpose(0, 1), k.transpose(0, 1), start);
-      auto [keys, values] = cache.Append(static_cast<int64_t>(index), k_rotated, v.transpose(0, 1));
-      const at::Tensor attended = CausalAttention(q_rotated, keys, values);
-      hidden = hidden + Linear(attended.transpose(0, 1).reshape({length, heads * head_dim}),
-                               layer.o);
-      const at::Tensor y = RmsNorm(hidden, layer.post_norm, config().norm_eps);
-      hidden = hidden + Linear(at::silu(Linear(y, layer.gate)) * Linear(y, layer.up), layer.down);
+  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state,
+                KvCache& cache) const override {
+    const int64_t layers = config().num_hidden_layers;
+    if (block == 0) {
+      state.hidden = at::embedding(w[0], state.tokens);
+    } else if (layer_of(block) < layers) {
+      RunLayer(layer_of(block), w, state, cache);
+    } else if (layer_of(block) == layers) {
+      state.hidden = RmsNorm(state.hidden, w[0], config().norm_eps);
+    } else {
+      state.hidden = Linear(state.hidden, w[0]);
     }
-    return Linear(RmsNorm(hidden, final_norm_, config().norm_eps), lm_head_);
   }
 
  private:
+  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state,
+                KvCache& cache) const {
+    const int64_t length = state.hidden.size(0);
+    const int64_t heads = config().num_attention_heads;
+    const int64_t kv_heads = config().num_key_value_heads;
+    const int64_t head_dim = config().head_dim;
+    at::Tensor& hidden = state.hidden;
+    const at::Tensor x = RmsNorm(hidden, w[kInputNorm], config().norm_eps);
+    const at::Tensor q = Linear(x, w[kQ], w[kQBias]).view({length, heads, head_dim});
+    const at::Tensor k = Linear(x, w[kK], w[kKBias]).view({length, kv_heads, head_dim});
+    const at::Tensor v = Linear(x, w[kV], w[kVBias]).view({length, kv_heads, head_dim});
+    auto [q_rotated, k_rotated] = rotary_.Apply(q.transpose(0, 1), k.transpose(0, 1), state.start);
+    auto [keys, values] = cache.Append(index, k_rotated, v.transpose(0, 1));
+    const at::Tensor attended = CausalAttention(q_rotated, keys, values);
+    hidden = hidden + Linear(attended.transpose(0, 1).reshape({length, heads * head_dim}), w[kO]);
+    const at::Tensor y = RmsNorm(hidden, w[kPostNorm], config().norm_eps);
+    hidden = hidden + Linear(at::silu(Linear(y, w[kGate])) * Linear(y, w[kUp]), w[kDown]);
+  }
+
   RotaryEmbedding rotary_;
-  at::Tensor embed_, final_norm_, lm_head_;
-  std::vector<LlamaLayer> layers_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
-    std::shared_ptr<const loader::Checkpoint> checkpoint) {
-  WeightBinder weights(checkpoint, at::kFloat);
-  auto model = std::make_unique<Llama>(checkpoint->config(), weights);
-  if (!weights.status().ok()) return weights.status();
-  return model;
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
+  const loader::ModelConfig& config = checkpoint->config();
+  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, LlamaBlocks(config),
+                                                       runtime.plan, at::kFloat, runtime.accounting);
+  if (!dispatcher.ok()) return dispatcher.status();
+  return std::make_unique<Llama>(config, *std::move(dispatcher));
 }
 
 }  // namespace placer::model

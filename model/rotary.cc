@@ -72,8 +72,8 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::Apply(const at::Tensor& q, co
       at::arange(start, start + length, at::TensorOptions().dtype(at::kLong)).to(at::kFloat);
   const at::Tensor frequencies = at::outer(positions, InverseFrequencies(start + length));
   const at::Tensor angles = at::cat({frequencies, frequencies}, -1);
-  const at::Tensor cos = angles.cos().to(q.scalar_type());
-  const at::Tensor sin = angles.sin().to(q.scalar_type());
+  const at::Tensor cos = angles.cos().to(q.device(), q.scalar_type());
+  const at::Tensor sin = angles.sin().to(q.device(), q.scalar_type());
   return {q * cos + RotateHalf(q) * sin, k * cos + RotateHalf(k) * sin};
 }
 

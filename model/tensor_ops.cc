@@ -30,7 +30,7 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   if (queries > 1) {
     // Query t (absolute position keys-queries+t) may see keys up to its own position.
     const at::Tensor mask =
-        at::ones({queries, keys}, at::TensorOptions().dtype(at::kBool)).triu(keys - queries + 1);
+        at::ones({queries, keys}, at::TensorOptions().dtype(at::kBool).device(scores.device())).triu(keys - queries + 1);
     scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   }
   const at::Tensor probabilities = at::softmax(scores.to(at::kFloat), -1).to(q.scalar_type());

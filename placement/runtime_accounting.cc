@@ -17,7 +17,7 @@ const char* MemoryKindName(MemoryKind kind) {
 }
 
 RuntimeAccounting::RuntimeAccounting(std::vector<std::string> devices) {
-  for (std::string& device : devices) devices_.push_back(DeviceUsage{std::move(device)});
+  for (std::string& device : devices) Find(device);
 }
 
 DeviceUsage& RuntimeAccounting::Find(const std::string& device) {

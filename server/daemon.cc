@@ -85,7 +85,7 @@ absl::Status Daemon::LoadModel() {
   model_.Set(loading);
   spdlog::info("loading model {}", options_.model_dir);
   const auto started = std::chrono::steady_clock::now();
-  auto loaded = LoadServedModel(options_.model_dir, options_.placement);
+  auto loaded = LoadServedModel(options_.model_dir, options_.placement, options_.prefetch);
   if (!loaded.ok()) {
     ModelSnapshot failed = loading;
     failed.state = ModelState::kFailed;

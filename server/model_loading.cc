@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
+#include "loader/dtype.h"
 #include "placement/cuda_probe.h"
 #include "placement/plan_report.h"
 #include "model/causal_lm.h"
@@ -11,7 +13,19 @@
 namespace placer::server {
 
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
-                                              placement::PlanCommandArgs placement) {
+                                              placement::PlanCommandArgs placement,
+                                              bool prefetch) {
+  // The model computes in float32 on this build, so that is what the plan must size.
+  if (placement.dtype.empty()) placement.dtype = "F32";
+  auto compute_dtype = loader::ParseDType(placement.dtype);
+  if (!compute_dtype.ok()) compute_dtype = loader::ParseTorchDTypeName(placement.dtype);
+  if (compute_dtype.ok() && *compute_dtype != loader::DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype ", placement.dtype,
+        ": placerd computes in float32 for now (BF16/F16 compute is not implemented); "
+        "leave --dtype unset or pass F32"));
+  }
+
   // Open validates the whole checkpoint from its headers (no tensor data), so every file
   // error is reported by the loader before planning reads the same headers again.
   auto checkpoint = loader::Checkpoint::Open(dir);
@@ -23,7 +37,15 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   if (!plan.ok()) return plan.status();
   spdlog::info("placement plan:\n{}", placement::PlanToTable(*plan));
 
-  auto model = model::LoadCausalLm(*checkpoint);
+  std::vector<std::string> device_names;
+  for (const placement::DevicePlan& device : plan->devices) device_names.push_back(device.device.Name());
+  model::ModelRuntime runtime;
+  // GPUs in a plan are virtual when --devices made them or when this build cannot reach CUDA.
+  const bool virtual_gpus = !placement.devices.empty() || !placement::BuiltWithCuda();
+  runtime.plan = placement::RuntimePlan::FromPlan(*plan, virtual_gpus, prefetch,
+                                                  placement.offload_dir);
+  runtime.accounting = std::make_shared<placement::RuntimeAccounting>(device_names);
+  auto model = model::LoadCausalLm(*checkpoint, runtime);
   if (!model.ok()) return model.status();
 
   ModelSnapshot snapshot;
@@ -41,14 +63,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
     snapshot.device_map.emplace_back(
         module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
   }
-  std::vector<std::string> device_names;
-  for (const placement::DevicePlan& device : plan->devices) device_names.push_back(device.device.Name());
-  auto accounting = std::make_shared<placement::RuntimeAccounting>(device_names);
-  for (const placement::DevicePlan& device : plan->devices) {
-    accounting->AddMemory(device.device.Name(), placement::MemoryKind::kWeights,
-                          static_cast<int64_t>(device.weights_bytes));
-  }
-  snapshot.accounting = accounting;
+  snapshot.accounting = runtime.accounting;
   for (const placement::DevicePlan& device : plan->devices) {
     snapshot.devices.push_back({device.device.Name(), device.total_bytes, device.free_bytes,
                                 device.weights_bytes, device.kv_reserve_bytes,

@@ -11,9 +11,10 @@
 namespace placer::server {
 
 // Plans the placement (refusing a model that does not fit, saying by how much), logs the
-// plan, binds the weights. A snapshot in state kReady, or an error naming the file, tensor,
-// module or field at fault.
+// plan, binds the weights where the plan puts them. A snapshot in state kReady, or an error
+// naming the file, tensor, module or field at fault. `prefetch`: see --no-prefetch.
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
-                                              placement::PlanCommandArgs placement);
+                                              placement::PlanCommandArgs placement,
+                                              bool prefetch = true);
 
 }  // namespace placer::server

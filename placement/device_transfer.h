@@ -1,0 +1,38 @@
+// Moving tensors between placer devices, counted. A virtual GPU is host memory, so a move to
+// or from it is a real copy in host memory (the bytes a real GPU would receive); a real GPU
+// gets a real device copy.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "placement/device.h"
+#include "placement/runtime_accounting.h"
+
+namespace placer::placement {
+
+// The libtorch device that backs a placer device: cpu and disk are host memory, a GPU is
+// cuda:N unless GPUs are virtual.
+at::Device TorchDeviceOf(const Device& device, bool virtual_gpus);
+
+class DeviceTransfer {
+ public:
+  DeviceTransfer(bool virtual_gpus, RuntimeAccounting* accounting)
+      : virtual_gpus_(virtual_gpus), accounting_(accounting) {}
+
+  // `tensor` as it would live on `to`: itself when from == to, else a copy (counted under
+  // from -> to). Host-to-GPU copies of pinned memory do not block the calling thread.
+  at::Tensor Move(const at::Tensor& tensor, const Device& from, const Device& to) const;
+
+  // Copies `source` into the preallocated `destination` (staging), counted under from -> to.
+  void CopyInto(at::Tensor& destination, const at::Tensor& source, const Device& from,
+                const Device& to) const;
+
+  bool virtual_gpus() const { return virtual_gpus_; }
+  RuntimeAccounting* accounting() const { return accounting_; }
+
+ private:
+  bool virtual_gpus_;
+  RuntimeAccounting* accounting_;
+};
+
+}  // namespace placer::placement

@@ -1,0 +1,41 @@
+#include "placement/runtime_plan.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace placer::placement {
+
+RuntimePlan RuntimePlan::AllOnCpu() {
+  RuntimePlan plan;
+  plan.device_map = {{"", Device::Cpu()}};
+  return plan;
+}
+
+RuntimePlan RuntimePlan::FromPlan(const Plan& plan, bool virtual_gpus, bool prefetch,
+                                  std::string offload_dir) {
+  RuntimePlan runtime;
+  runtime.device_map = plan.device_map;
+  runtime.execution_device = plan.execution_device;
+  runtime.virtual_gpus = virtual_gpus;
+  runtime.prefetch = prefetch;
+  runtime.offload_dir = std::move(offload_dir);
+  return runtime;
+}
+
+absl::StatusOr<Device> RuntimePlan::DeviceOf(const std::string& tensor_name) const {
+  const std::pair<std::string, Device>* best = nullptr;
+  for (const auto& entry : device_map) {
+    const std::string& module = entry.first;
+    const bool covers =
+        module.empty() || tensor_name == module ||
+        (tensor_name.size() > module.size() && tensor_name.compare(0, module.size(), module) == 0 &&
+         tensor_name[module.size()] == '.');
+    if (covers && (best == nullptr || module.size() > best->first.size())) best = &entry;
+  }
+  if (best == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device map: no entry covers tensor ", tensor_name));
+  }
+  return best->second;
+}
+
+}  // namespace placer::placement

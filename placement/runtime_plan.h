@@ -1,0 +1,35 @@
+// What the runtime needs of a plan to enforce it: where each module's weights live, where
+// offloaded blocks run, and how devices are backed. Torch-free so the server can build it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/device.h"
+#include "placement/plan.h"
+
+namespace placer::placement {
+
+struct RuntimePlan {
+  // Module (or tensor) name -> device, as the plan or the user's map writes it. A tensor goes
+  // where its longest matching prefix (at a dot boundary) says; "" matches everything.
+  std::vector<std::pair<std::string, Device>> device_map;
+  Device execution_device = Device::Cpu();  // where blocks on cpu/disk run
+  // GPUs backed by host memory (--devices): the same hooks and copies, CPU kernels.
+  bool virtual_gpus = false;
+  // Stage block i+1 while block i computes. Off: stage when a block is entered.
+  bool prefetch = true;
+  std::string offload_dir;  // where converted copies of disk tensors are written
+
+  // Everything on the CPU: what a caller gets with no plan at all.
+  static RuntimePlan AllOnCpu();
+  static RuntimePlan FromPlan(const Plan& plan, bool virtual_gpus, bool prefetch,
+                              std::string offload_dir);
+
+  // The device of one tensor; an error naming it when the map does not cover it.
+  absl::StatusOr<Device> DeviceOf(const std::string& tensor_name) const;
+};
+
+}  // namespace placer::placement
