@@ -1,7 +1,6 @@
 #include "server/daemon.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -22,7 +21,7 @@ bool IsLoopback(const std::string& listen) {
 }  // namespace
 
 Daemon::Daemon(const DaemonOptions& options)
-    : options_(options), service_(&model_, &gate_, &metrics_) {}
+    : options_(options), service_(&model_, &gate_, &metrics_), health_({"", kPlacerServiceName}) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));
@@ -44,7 +43,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
                  "give --tls-cert and --tls-key", options.listen);
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Linux lets two processes share a port with SO_REUSEPORT, which would hide a port clash.
@@ -53,12 +51,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   builder.AddListeningPort(options.listen, MakeServerCredentials(*tls, daemon->auth_.get()),
                            &daemon->grpc_port_);
   builder.RegisterService(&daemon->service_);
+  builder.RegisterService(&daemon->health_);
   daemon->server_ = builder.BuildAndStart();
   if (daemon->server_ == nullptr || daemon->grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--listen: cannot listen on ", options.listen, " (address in use or not available)"));
   }
-  daemon->SetServing(false);
   spdlog::info("placerd {} ({}) listening on {} (port {}, {}, {}), metrics on {}", PLACER_VERSION,
                PLACER_GIT_COMMIT, options.listen, daemon->grpc_port_,
                !tls->has_value()                   ? "plaintext"
@@ -105,14 +103,12 @@ absl::Status Daemon::LoadModel() {
 }
 
 void Daemon::SetServing(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  health->SetServingStatus("", serving);
-  health->SetServingStatus(kPlacerServiceName, serving);
+  health_.SetServing(serving);
 }
 
 void Daemon::Drain() {
   // Health first: load balancers and probes must stop sending before anything is refused.
-  server_->GetHealthCheckService()->Shutdown();
+  health_.Shutdown();
   gate_.StartDraining();
   const int in_flight = gate_.in_flight();
   spdlog::info("draining: {} request(s) in flight, waiting up to {} ms", in_flight,

@@ -11,6 +11,7 @@
 #include "server/flags.h"
 #include "server/metrics.h"
 #include "server/model_slot.h"
+#include "server/health_service.h"
 #include "server/placer_service.h"
 #include "server/request_gate.h"
 
@@ -45,6 +46,7 @@ class Daemon {
   ModelSlot model_;
   RequestGate gate_;
   PlacerService service_;
+  HealthService health_;  // NOT_SERVING until the model is ready
   // Declared before server_: gRPC's token check points at them until the server is gone.
   std::unique_ptr<TokenStore> tokens_;
   std::unique_ptr<BearerAuth> auth_;

@@ -36,7 +36,7 @@ class GenerateOverGrpc : public ::testing::Test {
     ASSERT_EQ(made.exit_code, 0) << made.output;
     ports_ = new StartedDaemon(PickPorts());
     daemon_ = new DaemonProcess(DaemonArgs(*ports_, {"--model", dir_->string()}));
-    ASSERT_TRUE(WaitServing(*ports_, seconds(30))) << daemon_->Log();
+    ASSERT_TRUE(WaitServing(*ports_, seconds(90))) << daemon_->Log();
   }
   static void TearDownTestSuite() {
     delete daemon_;

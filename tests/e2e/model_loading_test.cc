@@ -211,6 +211,23 @@ TEST_F(ModelLoading, VirtualGpusAndCpuShareTheModelAndTheMapIsReported) {
   EXPECT_EQ(spread_logits, single_logits);
 }
 
+TEST_F(ModelLoading, AModelOverTwoVirtualGpusCpuAndDiskAnswersLikeOneDevice) {
+  WriteTinyPreset();
+  const std::string offload = (dir_ / "offload").string();
+  const auto [spread_logits, spread] = ServeAndForward(
+      dir_, {"--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=2.5MiB", "--offload-dir", offload,
+             "--max-seq-len", "64"});
+  std::set<std::string> used;
+  for (const auto& [module, device] : spread.device_map()) used.insert(device);
+  EXPECT_EQ(used, (std::set<std::string>{"0", "1", "cpu", "disk"}));
+  const auto [single_logits, single] = ServeAndForward(dir_, {});
+  EXPECT_EQ(spread_logits, single_logits);
+  const auto [no_prefetch_logits, no_prefetch] = ServeAndForward(
+      dir_, {"--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=2.5MiB", "--offload-dir", offload,
+             "--max-seq-len", "64", "--no-prefetch"});
+  EXPECT_EQ(no_prefetch_logits, single_logits);
+}
+
 TEST_F(ModelLoading, ModelThatDoesNotFitIsRefusedSayingByHowMuch) {
   WriteTinyPreset();
   DaemonProcess daemon(DaemonArgs(PickPorts(), {"--model", dir_.string(), "--devices",
