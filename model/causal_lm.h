@@ -42,6 +42,15 @@ class CausalLm {
   virtual absl::StatusOr<Logits> Extend(SequenceCache& sequence,
                                         const std::vector<int32_t>& token_ids) const = 0;
 
+  // Extend for many sequences in one forward pass (continuous batching): every weight is
+  // read once for all of them. Returns the last position's logits of each, [batch, vocab],
+  // in batch order. On an error no sequence advances; the error names the batch entry.
+  struct SequenceStep {
+    SequenceCache* sequence;
+    std::vector<int32_t> token_ids;
+  };
+  virtual absl::StatusOr<Logits> ExtendBatch(const std::vector<SequenceStep>& batch) const = 0;
+
   // Runs the whole prompt from position 0 with a fresh cache. With all_positions the logits
   // of every position, else of the last one. Errors name the offending token or tensor.
   virtual absl::StatusOr<Logits> Forward(const std::vector<int32_t>& token_ids,

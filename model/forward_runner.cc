@@ -25,41 +25,63 @@ absl::Status DecoderOnlyModel::CheckTokens(const std::vector<int32_t>& token_ids
   return absl::OkStatus();
 }
 
-absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(KvCache& cache,
-                                                    const std::vector<int32_t>& token_ids,
+absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceStep>& batch,
                                                     bool all_positions) const {
-  if (absl::Status status = CheckTokens(token_ids, cache.capacity() - cache.length());
-      !status.ok()) {
-    return status;
+  if (batch.empty()) return absl::InvalidArgumentError("batch: empty");
+  BlockState state;
+  std::vector<int64_t> tokens;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& cache = static_cast<KvCache&>(*batch[i].sequence);
+    absl::Status status = CheckTokens(batch[i].token_ids, cache.capacity() - cache.length());
+    if (!status.ok()) {
+      if (batch.size() == 1) return status;
+      return absl::Status(status.code(), absl::StrCat("batch[", i, "]: ", status.message()));
+    }
+    state.sequences.push_back({static_cast<int64_t>(tokens.size()),
+                               static_cast<int64_t>(batch[i].token_ids.size()), cache.length(),
+                               &cache});
+    tokens.insert(tokens.end(), batch[i].token_ids.begin(), batch[i].token_ids.end());
   }
   try {
     c10::InferenceMode inference;
-    const at::Tensor tokens =
-        at::tensor(std::vector<int64_t>(token_ids.begin(), token_ids.end()), at::kLong);
-    at::Tensor logits = Run(tokens, cache);
-    cache.Commit(tokens.size(0));
-    if (!all_positions) logits = logits.slice(0, logits.size(0) - 1);
-    logits = logits.to(at::kFloat).contiguous();
+    state.tokens = at::tensor(tokens, at::kLong);
+    at::Tensor logits = Run(state, all_positions).to(at::kFloat).contiguous();
+    for (const SequenceRows& rows : state.sequences) rows.cache->Commit(rows.length);
     Logits out;
     out.shape = {logits.size(0), logits.size(1)};
     const float* data = logits.data_ptr<float>();
     out.values.assign(data, data + logits.numel());
     return out;
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("forward pass failed: ", e.what_without_backtrace()));
+    const std::string what = e.what_without_backtrace();
+    // A device out of memory (an unusually long prompt) fails this request, not the daemon.
+    if (what.find("out of memory") != std::string::npos ||
+        what.find("can't allocate memory") != std::string::npos) {
+      return absl::ResourceExhaustedError(absl::StrCat("forward pass failed: ", what));
+    }
+    return absl::InternalError(absl::StrCat("forward pass failed: ", what));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("forward pass failed: ", e.what()));
   }
 }
 
-at::Tensor DecoderOnlyModel::Run(const at::Tensor& tokens, KvCache& cache) const {
+at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
   placement::BlockDispatcher::Pass pass(*dispatcher_);
-  BlockState state{tokens, at::Tensor(), cache.length()};
   placement::Device current = placement::Device::Cpu();  // requests arrive in host memory
+  const size_t head = dispatcher_->block_count() - 1;
   for (size_t block = 0; block < dispatcher_->block_count(); ++block) {
+    if (block == head && !all_positions) {
+      // Only each sequence's last row is sampled from: the lm_head skips the others.
+      std::vector<int64_t> last_rows;
+      for (const SequenceRows& rows : state.sequences) {
+        last_rows.push_back(rows.offset + rows.length - 1);
+      }
+      state.hidden = state.hidden.index_select(
+          0, at::tensor(last_rows, at::kLong).to(state.hidden.device()));
+    }
     at::Tensor* input = block == 0 ? &state.tokens : &state.hidden;
     const placement::BlockWeights& weights = pass.Enter(block, {input}, &current);
-    RunBlock(block, weights, state, cache);
+    RunBlock(block, weights, state);
   }
   return dispatcher_->transfer().Move(state.hidden, current, placement::Device::Cpu());
 }
@@ -95,12 +117,16 @@ absl::StatusOr<Logits> DecoderOnlyModel::Forward(const std::vector<int32_t>& tok
   }
   auto sequence = NewSequence(static_cast<int64_t>(token_ids.size()));
   if (!sequence.ok()) return sequence.status();
-  return RunChecked(static_cast<KvCache&>(**sequence), token_ids, all_positions);
+  return RunChecked({{sequence->get(), token_ids}}, all_positions);
 }
 
 absl::StatusOr<Logits> DecoderOnlyModel::Extend(SequenceCache& sequence,
                                                 const std::vector<int32_t>& token_ids) const {
-  return RunChecked(static_cast<KvCache&>(sequence), token_ids, /*all_positions=*/false);
+  return RunChecked({{&sequence, token_ids}}, /*all_positions=*/false);
+}
+
+absl::StatusOr<Logits> DecoderOnlyModel::ExtendBatch(const std::vector<SequenceStep>& batch) const {
+  return RunChecked(batch, /*all_positions=*/false);
 }
 
 }  // namespace placer::model

@@ -15,11 +15,20 @@
 
 namespace placer::model {
 
-// What flows from block to block during one forward pass.
+// One sequence's rows in a forward pass.
+struct SequenceRows {
+  int64_t offset = 0;  // first row in BlockState::tokens / hidden
+  int64_t length = 0;  // rows (new tokens) of this sequence
+  int64_t start = 0;   // position of its first new token
+  KvCache* cache = nullptr;
+};
+
+// What flows from block to block during one forward pass: the new tokens of every sequence
+// in the batch, stacked row after row.
 struct BlockState {
   at::Tensor tokens;  // int64 [T]
   at::Tensor hidden;  // [T, hidden]; the last block leaves logits [T, vocab] here
-  int64_t start = 0;  // position of tokens[0]
+  std::vector<SequenceRows> sequences;
 };
 
 class DecoderOnlyModel : public CausalLm {
@@ -33,22 +42,25 @@ class DecoderOnlyModel : public CausalLm {
   absl::StatusOr<std::unique_ptr<SequenceCache>> NewSequence(int64_t capacity) const final;
   absl::StatusOr<Logits> Extend(SequenceCache& sequence,
                                 const std::vector<int32_t>& token_ids) const final;
+  absl::StatusOr<Logits> ExtendBatch(const std::vector<SequenceStep>& batch) const final;
   int64_t vocab_size() const final { return config_.vocab_size; }
   int64_t max_positions() const final { return config_.max_position_embeddings; }
 
  protected:
   // Block `block`'s arithmetic, with its weights (in BlockSpec order) and `state` on its
-  // execution device. Decoder layer l is block first_layer_block + l and appends to `cache`.
-  virtual void RunBlock(size_t block, const placement::BlockWeights& weights, BlockState& state,
-                        KvCache& cache) const = 0;
+  // execution device. Decoder layer l is block first_layer_block + l and appends each
+  // sequence's keys and values to its cache.
+  virtual void RunBlock(size_t block, const placement::BlockWeights& weights,
+                        BlockState& state) const = 0;
   const loader::ModelConfig& config() const { return config_; }
   int64_t layer_of(size_t block) const { return static_cast<int64_t>(block) - first_layer_block_; }
 
  private:
   absl::Status CheckTokens(const std::vector<int32_t>& token_ids, int64_t room) const;
-  absl::StatusOr<Logits> RunChecked(KvCache& cache, const std::vector<int32_t>& token_ids,
+  absl::StatusOr<Logits> RunChecked(const std::vector<SequenceStep>& batch,
                                     bool all_positions) const;
-  at::Tensor Run(const at::Tensor& tokens, KvCache& cache) const;
+  // Logits of every row, or (!all_positions) of each sequence's last row.
+  at::Tensor Run(BlockState state, bool all_positions) const;
 
   loader::ModelConfig config_;
   std::unique_ptr<placement::BlockDispatcher> dispatcher_;

@@ -50,19 +50,20 @@ class Gpt2 final : public DecoderOnlyModel {
       : DecoderOnlyModel(config, std::move(dispatcher), /*first_layer_block=*/2) {}
 
  protected:
-  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state,
-                KvCache& cache) const override {
+  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state) const override {
     const int64_t layers = config().num_hidden_layers;
     const int64_t hidden_size = config().hidden_size;
     if (block == 0) {
       state.hidden = at::embedding(w[0], state.tokens);
     } else if (block == 1) {
-      const at::Tensor positions =
-          at::arange(state.start, state.start + state.hidden.size(0),
-                     at::TensorOptions().dtype(at::kLong).device(w[0].device()));
-      state.hidden = state.hidden + at::embedding(w[0], positions);
+      std::vector<at::Tensor> positions;
+      for (const SequenceRows& sequence : state.sequences) {
+        positions.push_back(at::arange(sequence.start, sequence.start + sequence.length,
+                                       at::TensorOptions().dtype(at::kLong)));
+      }
+      state.hidden = state.hidden + at::embedding(w[0], at::cat(positions).to(w[0].device()));
     } else if (layer_of(block) < layers) {
-      RunLayer(layer_of(block), w, state, cache);
+      RunLayer(layer_of(block), w, state);
     } else if (layer_of(block) == layers) {
       state.hidden = at::layer_norm(state.hidden, {hidden_size}, w[0], w[1], config().norm_eps);
     } else {
@@ -71,9 +72,8 @@ class Gpt2 final : public DecoderOnlyModel {
   }
 
  private:
-  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state,
-                KvCache& cache) const {
-    const int64_t length = state.hidden.size(0);
+  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state) const {
+    const int64_t rows = state.hidden.size(0);
     const int64_t hidden_size = config().hidden_size;
     const int64_t heads = config().num_attention_heads;
     const int64_t head_dim = hidden_size / heads;
@@ -81,13 +81,19 @@ class Gpt2 final : public DecoderOnlyModel {
     at::Tensor& hidden = state.hidden;
     const at::Tensor x = at::layer_norm(hidden, {hidden_size}, w[kLn1Weight], w[kLn1Bias], eps);
     const std::vector<at::Tensor> qkv = Conv1D(x, w[kAttnWeight], w[kAttnBias]).split(hidden_size, -1);
-    auto heads_first = [&](const at::Tensor& t) {
-      return t.view({length, heads, head_dim}).transpose(0, 1);
-    };
-    auto [keys, values] = cache.Append(index, heads_first(qkv[1]), heads_first(qkv[2]));
-    const at::Tensor attended = CausalAttention(heads_first(qkv[0]), keys, values);
-    hidden = hidden + Conv1D(attended.transpose(0, 1).reshape({length, hidden_size}),
-                             w[kAttnProjWeight], w[kAttnProjBias]);
+    std::vector<at::Tensor> attended;
+    for (const SequenceRows& sequence : state.sequences) {
+      const int64_t length = sequence.length;
+      auto heads_first = [&](const at::Tensor& t) {
+        return t.narrow(0, sequence.offset, length).view({length, heads, head_dim}).transpose(0, 1);
+      };
+      auto [keys, values] = sequence.cache->Append(index, heads_first(qkv[1]), heads_first(qkv[2]));
+      attended.push_back(CausalAttention(heads_first(qkv[0]), keys, values)
+                             .transpose(0, 1)
+                             .reshape({length, hidden_size}));
+    }
+    const at::Tensor all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
+    hidden = hidden + Conv1D(all.view({rows, hidden_size}), w[kAttnProjWeight], w[kAttnProjBias]);
     const at::Tensor y = at::layer_norm(hidden, {hidden_size}, w[kLn2Weight], w[kLn2Bias], eps);
     const at::Tensor activated = at::gelu(Conv1D(y, w[kFcWeight], w[kFcBias]), "tanh");
     hidden = hidden + Conv1D(activated, w[kMlpProjWeight], w[kMlpProjBias]);

@@ -48,13 +48,12 @@ class Llama final : public DecoderOnlyModel {
         rotary_(config) {}
 
  protected:
-  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state,
-                KvCache& cache) const override {
+  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state) const override {
     const int64_t layers = config().num_hidden_layers;
     if (block == 0) {
       state.hidden = at::embedding(w[0], state.tokens);
     } else if (layer_of(block) < layers) {
-      RunLayer(layer_of(block), w, state, cache);
+      RunLayer(layer_of(block), w, state);
     } else if (layer_of(block) == layers) {
       state.hidden = RmsNorm(state.hidden, w[0], config().norm_eps);
     } else {
@@ -63,21 +62,33 @@ class Llama final : public DecoderOnlyModel {
   }
 
  private:
-  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state,
-                KvCache& cache) const {
-    const int64_t length = state.hidden.size(0);
+  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state) const {
+    const int64_t rows = state.hidden.size(0);
     const int64_t heads = config().num_attention_heads;
     const int64_t kv_heads = config().num_key_value_heads;
     const int64_t head_dim = config().head_dim;
     at::Tensor& hidden = state.hidden;
+    // Projections and the MLP see every sequence's rows at once (one read of the weights);
+    // rotary positions and attention are per sequence.
     const at::Tensor x = RmsNorm(hidden, w[kInputNorm], config().norm_eps);
-    const at::Tensor q = Linear(x, w[kQ], w[kQBias]).view({length, heads, head_dim});
-    const at::Tensor k = Linear(x, w[kK], w[kKBias]).view({length, kv_heads, head_dim});
-    const at::Tensor v = Linear(x, w[kV], w[kVBias]).view({length, kv_heads, head_dim});
-    auto [q_rotated, k_rotated] = rotary_.Apply(q.transpose(0, 1), k.transpose(0, 1), state.start);
-    auto [keys, values] = cache.Append(index, k_rotated, v.transpose(0, 1));
-    const at::Tensor attended = CausalAttention(q_rotated, keys, values);
-    hidden = hidden + Linear(attended.transpose(0, 1).reshape({length, heads * head_dim}), w[kO]);
+    const at::Tensor q = Linear(x, w[kQ], w[kQBias]);
+    const at::Tensor k = Linear(x, w[kK], w[kKBias]);
+    const at::Tensor v = Linear(x, w[kV], w[kVBias]);
+    std::vector<at::Tensor> attended;
+    for (const SequenceRows& sequence : state.sequences) {
+      const int64_t length = sequence.length;
+      auto rows_of = [&](const at::Tensor& t, int64_t n_heads) {
+        return t.narrow(0, sequence.offset, length).view({length, n_heads, head_dim}).transpose(0, 1);
+      };
+      auto [q_rotated, k_rotated] =
+          rotary_.Apply(rows_of(q, heads), rows_of(k, kv_heads), sequence.start);
+      auto [keys, values] = sequence.cache->Append(index, k_rotated, rows_of(v, kv_heads));
+      attended.push_back(CausalAttention(q_rotated, keys, values)
+                             .transpose(0, 1)
+                             .reshape({length, heads * head_dim}));
+    }
+    const at::Tensor all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
+    hidden = hidden + Linear(all.view({rows, heads * head_dim}), w[kO]);
     const at::Tensor y = RmsNorm(hidden, w[kPostNorm], config().norm_eps);
     hidden = hidden + Linear(at::silu(Linear(y, w[kGate])) * Linear(y, w[kUp]), w[kDown]);
   }

@@ -259,6 +259,54 @@ TEST_P(LlamaDeviceMaps, ConvertedDiskTensorsComeFromTheOffloadStore) {
   fs::remove_all(f16);
 }
 
+TEST_P(DeviceMaps, ABatchOfSequencesInOnePassEqualsEachAlone) {
+  Loaded alone = Load(RuntimePlan::AllOnCpu());
+  Loaded batched =
+      Load(PlanOf(MapOf(arch(), Gpu(0), {Gpu(1), kDisk, kCpu, Gpu(1)}, Gpu(0)), Gpu(0)));
+  ASSERT_NE(alone.model, nullptr);
+  ASSERT_NE(batched.model, nullptr);
+  // Steps of three sequences: prefills of different lengths, decodes, and one joining late.
+  const std::vector<std::vector<std::vector<int32_t>>> steps = {
+      {{5, 17, 42, 99, 7}, {250, 3, 8}, {}},
+      {{11}, {12, 13}, {1, 2, 3, 4}},
+      {{21}, {22}, {23}},
+  };
+  const int64_t vocab = alone.model->vocab_size();
+  std::vector<std::unique_ptr<SequenceCache>> alone_caches, batched_caches;
+  for (int i = 0; i < 3; ++i) {
+    alone_caches.push_back(*alone.model->NewSequence(16));
+    batched_caches.push_back(*batched.model->NewSequence(16));
+  }
+  for (size_t step = 0; step < steps.size(); ++step) {
+    std::vector<CausalLm::SequenceStep> batch;
+    std::vector<float> want;
+    for (size_t i = 0; i < 3; ++i) {
+      if (steps[step][i].empty()) continue;
+      batch.push_back({batched_caches[i].get(), steps[step][i]});
+      auto logits = alone.model->Extend(*alone_caches[i], steps[step][i]);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      want.insert(want.end(), logits->values.begin(), logits->values.end());
+    }
+    auto got = batched.model->ExtendBatch(batch);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->shape, (std::vector<int64_t>{static_cast<int64_t>(batch.size()), vocab}));
+    for (size_t v = 0; v < want.size(); ++v) {
+      ASSERT_NEAR(got->values[v], want[v], 1e-4f * std::max(1.0f, std::abs(want[v])))
+          << "step " << step << ", value " << v;
+    }
+  }
+  EXPECT_EQ(batched_caches[0]->length(), 7);
+  EXPECT_EQ(batched_caches[2]->length(), 5);
+
+  // An entry that does not fit fails the whole step, naming it, and advances nobody.
+  auto refused = batched.model->ExtendBatch(
+      {{batched_caches[0].get(), {1}}, {batched_caches[1].get(), std::vector<int32_t>(20, 1)}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("batch[1]: token_ids"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(batched_caches[0]->length(), 7);
+}
+
 TEST_P(DeviceMaps, MapsThatCannotRunAreRefusedNamingTheBlock) {
   RuntimePlan split = PlanOf(MapOf(arch(), Gpu(0), {Gpu(0), Gpu(0), Gpu(1), Gpu(1)}, Gpu(1)), Gpu(0));
   const std::string layer = arch().layer_prefix + "2";
