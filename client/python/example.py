@@ -34,7 +34,8 @@ def parse_args():
 def main():
     args = parse_args()
     words = args.prompt
-    prompt = [int(w) for w in words] if all(w.lstrip("-").isdigit() for w in words) else " ".join(words)
+    numeric = all(word.lstrip("-").isdigit() for word in words)
+    prompt = [int(word) for word in words] if numeric else " ".join(words)
     with PlacerClient(args.target, timeout=args.timeout, token_file=args.token_file, tls=args.tls,
                       ca_file=args.tls_ca, cert_file=args.tls_cert,
                       key_file=args.tls_key) as placer:

@@ -51,8 +51,8 @@ class PlacerClient:
         self.close()
 
     def health(self, service: str = "", *, timeout: Optional[float] = None) -> str:
-        """"SERVING", "NOT_SERVING" (no model yet, or draining) or "SERVICE_UNKNOWN", for the
-        whole daemon ("") or for "placer.v1.Placer". Health needs no token."""
+        """"SERVING" or "NOT_SERVING" (no model yet, or draining), for the whole daemon ("") or
+        for "placer.v1.Placer"; another service raises PlacerError NOT_FOUND. Needs no token."""
         response = self._unary(self._health.Check, health_pb2.HealthCheckRequest(service=service),
                                timeout)
         return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
