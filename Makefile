@@ -4,7 +4,7 @@ JOBS ?= 2
 LISTEN ?= 127.0.0.1:50051
 METRICS_LISTEN ?= 127.0.0.1:9400
 
-.PHONY: deps configure build test serve clean
+.PHONY: deps configure build test serve python-client clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -17,6 +17,10 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+
+# Python stubs for client/python, into $(BUILD_DIR)/client/python/gen (see client/python/README.md).
+python-client: configure
+	cmake --build $(BUILD_DIR) --target placer_python_stubs
 
 serve: build
 	bash scripts/serve.sh $(BUILD_DIR) $(LISTEN) $(METRICS_LISTEN)

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   curl openssl libssl-dev
   python3-torch
+  python3-grpcio python3-protobuf python3-numpy
 )
 
 missing=()
