@@ -1,0 +1,208 @@
+// Continuous batching with a real model and real threads: a request's greedy output is the
+// same alone and inside a batch; the queue is bounded; cancellation, deadlines and drains free
+// the KV cache.
+#include "server/generation_scheduler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "loader/checkpoint.h"
+
+namespace placer::server {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = GenerationScheduler::Clock;
+using model::FinishReason;
+
+class Scheduling : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / absl::StrCat("placer-scheduler-", getpid()));
+    fs::remove_all(*dir_);
+    ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir_->string(),
+                                       " --arch llama --layers 2 --hidden 64 --heads 4 "
+                                       "--kv-heads 2 --intermediate 128 --vocab 500 --seed 21 "
+                                       "> /dev/null")
+                              .c_str()),
+              0);
+    auto checkpoint = loader::Checkpoint::Open(dir_->string());
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    accounting_ = new std::shared_ptr<placement::RuntimeAccounting>(
+        std::make_shared<placement::RuntimeAccounting>(std::vector<std::string>{"cpu"}));
+    auto model = model::LoadCausalLm(*checkpoint, {placement::RuntimePlan::AllOnCpu(), *accounting_});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = new std::shared_ptr<const model::CausalLm>(*std::move(model));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete model_;
+    delete accounting_;
+    delete dir_;
+  }
+
+  static model::GenerationRequest Request(std::vector<int32_t> prompt, uint32_t max_new_tokens) {
+    model::GenerationRequest request;
+    request.prompt = std::move(prompt);
+    request.max_new_tokens = max_new_tokens;
+    return request;
+  }
+
+  struct Outcome {
+    absl::StatusOr<FinishReason> finish;
+    std::vector<int32_t> tokens;
+  };
+  static Outcome Run(GenerationScheduler& scheduler, const model::GenerationRequest& request,
+                     Clock::duration timeout = std::chrono::seconds(60), int cancel_after = -1) {
+    Outcome outcome{FinishReason::kLength, {}};
+    outcome.finish = scheduler.Generate(
+        request, Clock::now() + timeout, nullptr, [&](const model::SampledToken& token) {
+          outcome.tokens.push_back(token.id);
+          return static_cast<int>(outcome.tokens.size()) != cancel_after;
+        });
+    return outcome;
+  }
+
+  static uint64_t KvBytes() { return (*accounting_)->Used("cpu", placement::MemoryKind::kKvCache); }
+  static bool KvCacheReturns() {
+    for (int i = 0; i < 500 && KvBytes() != 0; ++i) usleep(10000);
+    return KvBytes() == 0;
+  }
+
+  static fs::path* dir_;
+  static std::shared_ptr<const model::CausalLm>* model_;
+  static std::shared_ptr<placement::RuntimeAccounting>* accounting_;
+};
+
+fs::path* Scheduling::dir_ = nullptr;
+std::shared_ptr<const model::CausalLm>* Scheduling::model_ = nullptr;
+std::shared_ptr<placement::RuntimeAccounting>* Scheduling::accounting_ = nullptr;
+
+TEST_F(Scheduling, GreedyOutputAloneEqualsItsOutputInABatchOfEight) {
+  std::vector<model::GenerationRequest> requests;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 3 + 5 * i; ++t) prompt.push_back((i * 37 + t * 11) % 500);
+    model::GenerationRequest request = Request(prompt, 40 + 4 * i);
+    if (i % 3 == 2) {  // sampled requests share the batch with the greedy ones
+      request.sampling.temperature = 0.8f;
+      request.sampling.top_k = 20;
+      request.sampling.seed = 100 + i;
+    }
+    requests.push_back(request);
+  }
+  std::vector<std::vector<int32_t>> alone;
+  {
+    GenerationScheduler scheduler(*model_, {});
+    for (const auto& request : requests) {
+      Outcome outcome = Run(scheduler, request);
+      ASSERT_TRUE(outcome.finish.ok()) << outcome.finish.status();
+      alone.push_back(outcome.tokens);
+    }
+  }
+  std::atomic<int> largest_step{0};
+  GenerationScheduler scheduler(*model_, {8, 16, 64}, [&](int sequences) {
+    int seen = largest_step.load();
+    while (sequences > seen && !largest_step.compare_exchange_weak(seen, sequences)) {
+    }
+  });
+  std::vector<std::future<Outcome>> together;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    together.push_back(std::async(std::launch::async, [&, i] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2 * i));  // staggered arrivals
+      return Run(scheduler, requests[i]);
+    }));
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Outcome outcome = together[i].get();
+    ASSERT_TRUE(outcome.finish.ok()) << outcome.finish.status();
+    EXPECT_EQ(outcome.tokens, alone[i]) << "request " << i;
+  }
+  EXPECT_GT(largest_step.load(), 1) << "requests never shared a forward pass";
+  EXPECT_TRUE(KvCacheReturns());
+}
+
+TEST_F(Scheduling, AFullQueueIsRefusedAtOnceAndCancellationFreesTheCache) {
+  GenerationScheduler scheduler(*model_, {1, 64, 1});
+  std::promise<void> first_token;
+  std::atomic<bool> stop_first{false};
+  auto first = std::async(std::launch::async, [&] {
+    bool told = false;
+    return scheduler.Generate(Request({1, 2, 3}, 400), Clock::now() + std::chrono::seconds(60),
+                              [&] { return stop_first.load(); },
+                              [&](const model::SampledToken&) {
+                                if (!told) first_token.set_value();
+                                told = true;
+                                return true;
+                              });
+  });
+  first_token.get_future().wait();
+  EXPECT_GT(KvBytes(), 0u);
+  auto second = std::async(std::launch::async, [&] { return Run(scheduler, Request({4, 5}, 3)); });
+  while (scheduler.Figures().queued < 1) usleep(1000);
+  Outcome third = Run(scheduler, Request({6}, 3));
+  EXPECT_EQ(third.finish.status().code(), absl::StatusCode::kResourceExhausted)
+      << third.finish.status();
+  EXPECT_NE(third.finish.status().message().find("--max-queue 1"), std::string::npos);
+
+  stop_first = true;  // the client goes away: its slot and cache are given back
+  auto cancelled = first.get();
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(*cancelled, FinishReason::kCancelled);
+  Outcome served = second.get();
+  ASSERT_TRUE(served.finish.ok()) << served.finish.status();
+  EXPECT_EQ(served.tokens.size(), 3u);
+  EXPECT_TRUE(KvCacheReturns());
+}
+
+TEST_F(Scheduling, DeadlinesAreHonouredWhileQueuedAndWhileRunning) {
+  GenerationScheduler scheduler(*model_, {1, 64, 4});
+  std::atomic<bool> stop_blocker{false};
+  auto blocker = std::async(std::launch::async, [&] {
+    return scheduler.Generate(Request({1, 2}, 2000), Clock::now() + std::chrono::seconds(60),
+                              [&] { return stop_blocker.load(); },
+                              [](const model::SampledToken&) { return true; });
+  });
+  while (scheduler.Figures().running < 1) usleep(1000);
+  Outcome queued = Run(scheduler, Request({3}, 5), std::chrono::milliseconds(100));
+  EXPECT_EQ(queued.finish.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(queued.finish.status().message().find("queue"), std::string::npos)
+      << queued.finish.status();
+  EXPECT_EQ(scheduler.Figures().queued, 0) << "an expired request leaves the queue";
+  stop_blocker = true;
+  ASSERT_TRUE(blocker.get().ok());
+
+  Outcome running = Run(scheduler, Request({3}, 2000), std::chrono::milliseconds(100));
+  EXPECT_EQ(running.finish.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(running.finish.status().message().find("while generating"), std::string::npos)
+      << running.finish.status();
+  EXPECT_TRUE(KvCacheReturns());
+}
+
+TEST_F(Scheduling, BadRequestsAreRefusedBeforeQueueingNamingTheField) {
+  GenerationScheduler scheduler(*model_, {});
+  model::GenerationRequest request = Request({1}, 5);
+  request.sampling.top_p = 0;
+  EXPECT_NE(Run(scheduler, request).finish.status().message().find("params.top_p"),
+            std::string::npos);
+  Outcome too_long = Run(scheduler, Request({1}, 1 << 20));
+  EXPECT_NE(too_long.finish.status().message().find("params.max_new_tokens"), std::string::npos);
+  model::GenerationRequest stops = Request({1, 2}, 50);
+  Outcome free_run = Run(scheduler, stops);
+  ASSERT_TRUE(free_run.finish.ok());
+  ASSERT_GE(free_run.tokens.size(), 3u);
+  stops.stop_token_ids = {free_run.tokens[2]};
+  Outcome stopped = Run(scheduler, stops);
+  ASSERT_TRUE(stopped.finish.ok());
+  EXPECT_EQ(*stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + 2));
+}
+
+}  // namespace
+}  // namespace placer::server
