@@ -22,7 +22,8 @@ bool IsLoopback(const std::string& listen) {
 }  // namespace
 
 Daemon::Daemon(const DaemonOptions& options)
-    : options_(options), service_(&model_, &gate_, &metrics_) {}
+    : options_(options),
+      service_(&model_, &gate_, &metrics_, TextLimits{options.max_stop_sequences}) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));

@@ -79,6 +79,9 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_option("--threads", options.threads,
                  "compute threads for the forward pass; 0 means one per CPU core")
       ->check(CLI::Range(0, 1024));
+  app.add_option("--max-stop-sequences", options.max_stop_sequences,
+                 "most stop strings one Generate request may give (each at most 256 bytes)")
+      ->check(CLI::Range(0, 1024));
   placement::AddPlacementFlags(app, options.placement);
   app.add_option("--tls-cert", options.tls_cert,
                  "PEM server certificate (chain); with --tls-key serves gRPC over TLS")

@@ -58,6 +58,12 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     }
     largest = std::max(largest, id.get<std::int64_t>());
   }
+  // Ids index a table: a handful of tokens with huge ids would cost gigabytes.
+  const auto entries = static_cast<std::int64_t>(vocab->size());
+  if (largest >= 2 * entries + 1024) {
+    return JsonError(vocab_path, absl::StrCat("ids are too sparse: the largest is ", largest,
+                                              " for ", entries, " tokens"));
+  }
   bpe->id_to_token_.resize(static_cast<std::size_t>(largest + 1));
   bpe->has_id_.resize(static_cast<std::size_t>(largest + 1), false);
   for (const auto& [token, id] : vocab->items()) {
