@@ -9,7 +9,9 @@
 #include <iomanip>
 #include <numeric>
 #include <iostream>
+#include <sstream>
 
+#include "client/generate_command.h"
 #include "client/placer_client.h"
 #include "placement/plan_command.h"
 #include "placement/plan_flags.h"
@@ -83,6 +85,28 @@ void PrintTopCandidates(const placer::v1::Tensor& logits, int top) {
   std::cout << std::flush;
 }
 
+// A token as a JSON-style quoted string, so spaces, "Ġ" and control characters are visible.
+std::string Quoted(const std::string& token) {
+  std::ostringstream out;
+  out << '"';
+  for (const char c : token) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (c == '\n') {
+      out << "\\n";
+    } else if (c == '\t') {
+      out << "\\t";
+    } else if (byte < 0x20) {
+      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int{byte} << std::dec;
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+  return out.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,19 +150,15 @@ int main(int argc, char** argv) {
   info->add_flag("--json", as_json, "print ModelInfo as JSON");
   std::vector<int32_t> forward_tokens;
   int top = 5;
-  std::vector<int32_t> generate_tokens;
-  uint32_t max_new_tokens = 0;
-  double temperature = 0;
-  uint64_t seed = 0;
-  CLI::App* generate = app.add_subcommand(
-      "generate", "generate from prompt token ids, printing token ids as they stream");
-  generate->add_option("token_ids", generate_tokens, "prompt token ids")->required();
-  CLI::Option* max_new_tokens_flag = generate->add_option(
-      "--max-new-tokens", max_new_tokens,
-      "tokens to generate (default: the model's generation_config, else 16)");
-  CLI::Option* temperature_flag =
-      generate->add_option("--temperature", temperature, "0 for greedy (default: the model's)");
-  generate->add_option("--seed", seed, "make sampling reproducible (0: random)");
+  placer::client::GenerateArgs generate_args;
+  CLI::App* generate = placer::client::AddGenerateCommand(app, generate_args);
+  std::string tokenize_text;
+  bool tokenize_special = false;
+  CLI::App* tokenize = app.add_subcommand(
+      "tokenize", "show the token ids and tokens the served model's tokenizer gives TEXT");
+  tokenize->add_option("text", tokenize_text, "text to tokenize")->required();
+  tokenize->add_flag("--add-special-tokens", tokenize_special,
+                     "add the model's bos/template tokens, as a text prompt gets them");
   CLI::App* forward = app.add_subcommand(
       "forward", "run one forward pass on token ids; print the most likely next tokens");
   forward->add_option("token_ids", forward_tokens, "prompt token ids")->required();
@@ -171,27 +191,18 @@ int main(int argc, char** argv) {
     const absl::Status planned = placer::placement::RunPlanCommand(plan_args, std::cout);
     return planned.ok() ? 0 : Fail(planned);
   }
-  if (generate->parsed()) {
-    placer::v1::GenerateRequest request;
-    for (int32_t token : generate_tokens) request.add_prompt_token_ids(token);
-    placer::v1::SamplingParams& params = *request.mutable_params();
-    // Only what was given is sent: the rest comes from the model's generation_config.json.
-    if (max_new_tokens_flag->count() > 0) {
-      params.set_max_new_tokens(max_new_tokens);
+  if (generate->parsed()) return placer::client::RunGenerate(client, generate_args);
+  if (tokenize->parsed()) {
+    placer::v1::TokenizeRequest request;
+    request.set_text(tokenize_text);
+    request.set_add_special_tokens(tokenize_special);
+    auto response = client.Tokenize(request);
+    if (!response.ok()) return Fail(response.status());
+    for (int i = 0; i < response->token_ids_size(); ++i) {
+      std::cout << response->token_ids(i) << "\t" << Quoted(response->tokens(i)) << "\n";
     }
-    if (temperature_flag->count() > 0) params.set_temperature(static_cast<float>(temperature));
-    params.set_seed(seed);
-    const absl::Status status =
-        client.Generate(request, [](const placer::v1::GenerateResponse& response) {
-          for (int32_t token : response.token_ids()) std::cout << token << " " << std::flush;
-          if (!response.finish_reason().empty()) {
-            std::cout << "\n(" << response.finish_reason() << ": "
-                      << response.usage().prompt_tokens() << " prompt, "
-                      << response.usage().completion_tokens() << " generated tokens)"
-                      << std::endl;
-          }
-        });
-    return status.ok() ? 0 : Fail(status);
+    std::cout << std::flush;
+    return 0;
   }
   if (forward->parsed()) {
     placer::v1::ForwardRequest request;

@@ -9,10 +9,17 @@ packages=(
   libtorch-dev libopenblas0-pthread
   libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
+  libicu-dev
   curl openssl libssl-dev
   python3-torch
   python3-grpcio python3-protobuf python3-numpy
 )
+
+# The GPT-2 tokenizer agreement test runs the npm package gpt-3-encoder with node. A node
+# from elsewhere (NodeSource's bundles npm) is fine, and Debian's npm would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -21,7 +21,9 @@ bool IsLoopback(const std::string& listen) {
 }  // namespace
 
 Daemon::Daemon(const DaemonOptions& options)
-    : options_(options), service_(&model_, &gate_, &metrics_), health_({"", kPlacerServiceName}) {}
+    : options_(options),
+      service_(&model_, &gate_, &metrics_, TextLimits{options.max_stop_sequences}),
+      health_({"", kPlacerServiceName}) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));

@@ -82,6 +82,9 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_flag("--prefetch,!--no-prefetch", options.prefetch,
                "stage the next offloaded block's weights while the current block computes "
                "(--no-prefetch: stage each block when it is entered)");
+  app.add_option("--max-stop-sequences", options.max_stop_sequences,
+                 "most stop strings one Generate request may give (each at most 256 bytes)")
+      ->check(CLI::Range(0, 1024));
   placement::AddPlacementFlags(app, options.placement);
   app.add_option("--tls-cert", options.tls_cert,
                  "PEM server certificate (chain); with --tls-key serves gRPC over TLS")

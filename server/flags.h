@@ -24,6 +24,7 @@ struct DaemonOptions {
   std::string tls_client_ca;    // PEM CA; set: clients must present a certificate it signed
   std::string auth_token_file;  // bearer tokens, one a line; reloaded on SIGHUP
   int max_request_bytes = 4 << 20;  // larger request messages: RESOURCE_EXHAUSTED from gRPC
+  int max_stop_sequences = 8;  // stop strings one Generate request may give
   int threads = 0;  // intra-op compute threads; 0 means one per CPU core
   bool prefetch = true;  // stage the next offloaded block while the current one computes
   // Placement flags, shared with `placer plan` so both plan the same way. checkpoint_dir

@@ -6,7 +6,8 @@
 namespace placer::server {
 
 absl::StatusOr<model::GenerationRequest> BuildGenerationRequest(const v1::GenerateRequest& request,
-                                                                const ModelSnapshot& model) {
+                                                                const ModelSnapshot& model,
+                                                                const TextLimits& limits) {
   const bool has_text = !request.prompt().empty();
   const bool has_ids = request.prompt_token_ids_size() > 0;
   if (has_text && has_ids) {
@@ -15,24 +16,20 @@ absl::StatusOr<model::GenerationRequest> BuildGenerationRequest(const v1::Genera
   if (!has_text && !has_ids) {
     return absl::InvalidArgumentError("prompt and prompt_token_ids: both empty, give one");
   }
-  if (has_text || request.params().stop_size() > 0) {
-    const char* field = has_text ? "prompt" : "params.stop";
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, ": text needs the tokenizer, ",
-        model.has_tokenizer ? "which this placerd build cannot run yet"
-                            : absl::StrCat("and ", model.path, " has no tokenizer.json"),
-        "; send prompt_token_ids and stop_token_ids instead"));
-  }
+  auto prompt = ResolvePrompt(request, model, limits);
+  if (!prompt.ok()) return prompt.status();
 
   const v1::SamplingParams& params = request.params();
   model::GenerationRequest out;
-  out.prompt.assign(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
+  out.prompt = *std::move(prompt);
   const int64_t vocab = model.model->vocab_size();
-  for (int i = 0; i < request.prompt_token_ids_size(); ++i) {
-    const int32_t id = request.prompt_token_ids(i);
+  for (size_t i = 0; i < out.prompt.size(); ++i) {
+    const int32_t id = out.prompt[i];
     if (id < 0 || id >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids[", i, "]: ", id,
-                                                     " is outside the vocabulary [0, ", vocab, ")"));
+      // Text can only get here with a tokenizer whose vocabulary outgrows the model's.
+      const std::string field = has_text ? "prompt" : absl::StrCat("prompt_token_ids[", i, "]");
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": token ", id, " is outside the model's vocabulary [0, ", vocab, ")"));
     }
   }
   out.max_new_tokens =

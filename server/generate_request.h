@@ -1,16 +1,18 @@
 // Turns a GenerateRequest into the model's GenerationRequest: what the client left unset comes
 // from the model's generation defaults; anything out of range is INVALID_ARGUMENT naming the
-// field, and text is FAILED_PRECONDITION until placerd can tokenize.
+// field; text goes through the model's tokenizer (text_generation.h).
 #pragma once
 
 #include "absl/status/statusor.h"
 #include "model/generation.h"
 #include "placer/v1/placer.pb.h"
 #include "server/model_slot.h"
+#include "server/text_generation.h"
 
 namespace placer::server {
 
 absl::StatusOr<model::GenerationRequest> BuildGenerationRequest(const v1::GenerateRequest& request,
-                                                                const ModelSnapshot& model);
+                                                                const ModelSnapshot& model,
+                                                                const TextLimits& limits);
 
 }  // namespace placer::server

@@ -9,8 +9,35 @@
 #include "placement/plan_report.h"
 #include "model/causal_lm.h"
 #include "model/generation_defaults.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace placer::server {
+namespace {
+
+// A tokenizer.json placer cannot run does not stop the model from serving token ids: text
+// requests are refused with the reason instead.
+void LoadTokenizer(const loader::Checkpoint& checkpoint, ModelSnapshot* snapshot) {
+  if (!checkpoint.has_tokenizer()) return;
+  static const nlohmann::json kNoConfig;
+  auto tokenizer = tokenizer::Tokenizer::FromJson(
+      *checkpoint.tokenizer(),
+      checkpoint.tokenizer_config() ? *checkpoint.tokenizer_config() : kNoConfig);
+  if (!tokenizer.ok()) {
+    snapshot->tokenizer_error = std::string(tokenizer.status().message());
+    spdlog::warn("{}: the tokenizer cannot be used, text requests will be refused: {}",
+                 checkpoint.dir(), snapshot->tokenizer_error);
+    return;
+  }
+  if ((*tokenizer)->vocab_size() > checkpoint.config().vocab_size) {
+    spdlog::warn("{}: the tokenizer has {} tokens but the model only {}; prompts that use the "
+                 "extra ids will be refused", checkpoint.dir(), (*tokenizer)->vocab_size(),
+                 checkpoint.config().vocab_size);
+  }
+  snapshot->tokenizer = *std::move(tokenizer);
+  snapshot->has_tokenizer = true;
+}
+
+}  // namespace
 
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
                                               placement::PlanCommandArgs placement,
@@ -54,7 +81,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   snapshot.architecture = std::string(loader::ArchitectureName((*checkpoint)->config().architecture));
   snapshot.dtype = std::string(loader::DTypeName((*checkpoint)->dtype()));
   snapshot.parameter_count = static_cast<uint64_t>((*checkpoint)->parameter_count());
-  snapshot.has_tokenizer = (*checkpoint)->has_tokenizer();
+  LoadTokenizer(**checkpoint, &snapshot);
   snapshot.model = std::move(*model);
   snapshot.generation = model::ReadGenerationDefaults(**checkpoint);
   for (const auto& [module, device] : plan->device_map) {

@@ -15,6 +15,9 @@
 namespace placer::model {
 class CausalLm;
 }
+namespace placer::tokenizer {
+class Tokenizer;
+}
 
 namespace placer::server {
 
@@ -29,7 +32,10 @@ struct ModelSnapshot {
   std::string dtype;
   uint64_t parameter_count = 0;
   std::string error;  // why loading failed, when state is kFailed
-  bool has_tokenizer = false;
+  bool has_tokenizer = false;  // a usable tokenizer: `tokenizer` is set
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  // Why the checkpoint's tokenizer.json cannot be used (the model still serves token ids).
+  std::string tokenizer_error;
   model::GenerationDefaults generation;  // from generation_config.json
   // Module -> device as Hugging Face writes it ("0", "cpu", "disk"), in execution order.
   std::vector<std::pair<std::string, std::string>> device_map;

@@ -75,9 +75,12 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
   if (!status.ok()) return Finish("Generate", status);
-  auto generation = BuildGenerationRequest(*request, *model);
+  auto generation = BuildGenerationRequest(*request, *model, text_limits_);
   if (!generation.ok()) return Finish("Generate", ToGrpcStatus(generation.status()));
 
+  TextStream text(model->tokenizer.get(),
+                  {request->params().stop().begin(), request->params().stop().end()});
+  bool stopped_on_text = false;
   uint32_t completion_tokens = 0;
   auto finish = model::GenerateTokens(
       *model->model, *generation, [&](const model::SampledToken& token) {
@@ -85,10 +88,16 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
         v1::GenerateResponse chunk;
         chunk.add_token_ids(token.id);
         if (request->return_logprobs()) chunk.add_logprobs(token.logprob);
+        TextStream::Delta delta = text.Add(token.id);
+        chunk.set_text(std::move(delta.text));
+        stopped_on_text = delta.stopped;
         ++completion_tokens;
-        return writer->Write(chunk);
+        return writer->Write(chunk) && !stopped_on_text;
       });
   if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
+  if (*finish == model::FinishReason::kCancelled && stopped_on_text) {
+    finish = model::FinishReason::kStop;
+  }
   if (*finish == model::FinishReason::kCancelled && gate_->cancelled()) {
     return Finish("Generate",
                   grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -101,6 +110,7 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
                                            "the client cancelled or its deadline passed"));
   }
   v1::GenerateResponse last;
+  last.set_text(text.Finish());
   last.set_finish_reason(model::FinishReasonName(*finish));
   last.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(generation->prompt.size()));
   last.mutable_usage()->set_completion_tokens(completion_tokens);
@@ -126,19 +136,12 @@ grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardReque
   return Finish("Forward", grpc::Status::OK);
 }
 
-grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest*,
-                                     v1::TokenizeResponse*) {
+grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) {
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
-  if (status.ok() && !model->has_tokenizer) {
-    status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("model ", model->path,
-                                       " has no tokenizer.json: send token ids instead of text"));
-  } else if (status.ok()) {
-    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "this placerd build cannot run tokenizer.json yet");
-  }
+  if (status.ok()) status = ToGrpcStatus(TokenizeText(*model, *request, response));
   return Finish("Tokenize", status);
 }
 

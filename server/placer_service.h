@@ -6,13 +6,15 @@
 #include "server/metrics.h"
 #include "server/model_slot.h"
 #include "server/request_gate.h"
+#include "server/text_generation.h"
 
 namespace placer::server {
 
 class PlacerService final : public placer::v1::Placer::Service {
  public:
-  PlacerService(const ModelSlot* model, RequestGate* gate, DaemonMetrics* metrics)
-      : model_(model), gate_(gate), metrics_(metrics) {}
+  PlacerService(const ModelSlot* model, RequestGate* gate, DaemonMetrics* metrics,
+                TextLimits text_limits = {})
+      : model_(model), gate_(gate), metrics_(metrics), text_limits_(text_limits) {}
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -33,6 +35,7 @@ class PlacerService final : public placer::v1::Placer::Service {
   const ModelSlot* model_;
   RequestGate* gate_;
   DaemonMetrics* metrics_;
+  TextLimits text_limits_;
 };
 
 }  // namespace placer::server

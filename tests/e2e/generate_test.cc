@@ -156,13 +156,7 @@ TEST_F(GenerateOverGrpc, BadRequestsNameTheField) {
        grpc::INVALID_ARGUMENT, "params.repetition_penalty"},
       {[](v1::GenerateRequest& r) { r.mutable_params()->set_max_new_tokens(1 << 20); },
        grpc::INVALID_ARGUMENT, "params.max_new_tokens"},
-      {[](v1::GenerateRequest& r) {
-         r.clear_prompt_token_ids();
-         r.set_prompt("hello");
-       },
-       grpc::FAILED_PRECONDITION, "prompt"},
-      {[](v1::GenerateRequest& r) { r.mutable_params()->add_stop("\n"); },
-       grpc::FAILED_PRECONDITION, "params.stop"},
+      // Text fields: tests/e2e/text_generate_test.cc.
   };
   for (const Case& c : cases) {
     v1::GenerateRequest request = Prompt({1, 2, 3}, 4);

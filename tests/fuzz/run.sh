@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the loader's libFuzzer targets with clang (ASan + UBSan) in
+# Builds the loader's and the tokenizer's libFuzzer targets with clang (ASan + UBSan) in
 # build-fuzz/ and runs each for a share of SECONDS from a seed corpus that the
 # checkpoint writer makes. Crashes are left in build-fuzz/artifacts-*/;
 # copy reproducers into tests/fuzz/regressions/<target>/ so ctest keeps them.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config tokenizer_json tokenizer_text)
 build=build-fuzz
 
 command -v clang++ >/dev/null || { echo "run.sh: clang++ is required" >&2; exit 1; }
