@@ -25,7 +25,7 @@ struct PlanCommandArgs {
   // 0: min(max_position_embeddings, 4096) for a checkpoint. A module tree
   // has no config, so it gets no KV or activation reserve.
   std::int64_t max_seq_len = 0;
-  std::int64_t max_batch_size = 1;
+  std::int64_t max_batch_size = 8;  // sequences placerd runs at once (continuous batching)
   std::string dtype;         // compute dtype ("bfloat16" or "BF16"); empty: checkpoint's
   std::string offload_dir;   // empty: no disk device
   std::string device_map_path;  // validate this map instead of planning

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/auth_credentials.h"
 #include "server/build_info.h"
+#include "server/generation_scheduler.h"
 #include "server/model_loading.h"
 
 namespace placer::server {
@@ -99,6 +100,10 @@ absl::Status Daemon::LoadModel() {
                loaded->architecture, loaded->parameter_count, loaded->dtype,
                loaded->has_tokenizer ? "" : ", no tokenizer (text requests are refused)");
   loaded->load_seconds = seconds;
+  loaded->scheduler = std::make_shared<GenerationScheduler>(
+      loaded->model,
+      SchedulerLimits{static_cast<int>(options_.placement.max_batch_size),
+                      options_.max_batch_tokens, options_.max_queue});
   model_.Set(*std::move(loaded));
   SetServing(true);
   return absl::OkStatus();

@@ -79,6 +79,14 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_option("--threads", options.threads,
                  "compute threads for the forward pass; 0 means one per CPU core")
       ->check(CLI::Range(0, 1024));
+  app.add_option("--max-batch-tokens", options.max_batch_tokens,
+                 "most tokens in one forward pass: running streams' next tokens first, then "
+                 "chunks of new prompts")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-queue", options.max_queue,
+                 "requests that may wait beyond --max-batch-size; more are refused with "
+                 "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--prefetch,!--no-prefetch", options.prefetch,
                "stage the next offloaded block's weights while the current block computes "
                "(--no-prefetch: stage each block when it is entered)");

@@ -21,6 +21,8 @@ class Tokenizer;
 
 namespace placer::server {
 
+class GenerationScheduler;
+
 enum class ModelState { kNone, kLoading, kReady, kFailed };
 
 const char* ModelStateName(ModelState state);
@@ -46,6 +48,8 @@ struct ModelSnapshot {
   };
   std::vector<DeviceFigures> devices;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady
+  // Runs every Generate of this model in shared forward passes (set when state is kReady).
+  std::shared_ptr<GenerationScheduler> scheduler;
   // Live per-device memory by kind and offload traffic of the served model (set when ready).
   std::shared_ptr<const placement::RuntimeAccounting> accounting;
   double load_seconds = 0;  // from opening the checkpoint to ready

@@ -4,6 +4,7 @@
 #include "model/causal_lm.h"
 #include "model/generation.h"
 #include "server/generate_request.h"
+#include "server/generation_scheduler.h"
 #include "server/build_info.h"
 
 namespace placer::server {
@@ -82,8 +83,16 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
                   {request->params().stop().begin(), request->params().stop().end()});
   bool stopped_on_text = false;
   uint32_t completion_tokens = 0;
-  auto finish = model::GenerateTokens(
-      *model->model, *generation, [&](const model::SampledToken& token) {
+  // gRPC gives no deadline as a far-future time point; the scheduler checks it while queued.
+  const auto remaining = context->deadline() - std::chrono::system_clock::now();
+  const auto deadline =
+      remaining > std::chrono::hours(24 * 365)
+          ? GenerationScheduler::Clock::time_point::max()
+          : GenerationScheduler::Clock::now() +
+                std::chrono::duration_cast<GenerationScheduler::Clock::duration>(remaining);
+  auto finish = model->scheduler->Generate(
+      *generation, deadline, [&] { return context->IsCancelled() || gate_->cancelled(); },
+      [&](const model::SampledToken& token) {
         if (context->IsCancelled() || gate_->cancelled()) return false;
         v1::GenerateResponse chunk;
         chunk.add_token_ids(token.id);
