@@ -8,6 +8,8 @@
 #include "server/auth_credentials.h"
 #include "server/build_info.h"
 #include "server/model_loading.h"
+#include "server/nv_gpu_metrics.h"
+#include "server/served_model_metrics.h"
 
 namespace placer::server {
 namespace {
@@ -27,6 +29,11 @@ Daemon::Daemon(const DaemonOptions& options)
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));
   if (!options.metrics_listen.empty()) {
+    daemon->metrics_.AddCollectable(std::make_shared<ServedModelMetrics>(
+        &daemon->model_, LiveDeviceProbe(options.placement)));
+    if (NvGpuMetrics::Available()) {
+      daemon->metrics_.AddCollectable(std::make_shared<NvGpuMetrics>());
+    }
     absl::Status status = daemon->metrics_.Serve(options.metrics_listen);
     if (!status.ok()) return status;
   }
@@ -57,6 +64,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   if (daemon->server_ == nullptr || daemon->grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--listen: cannot listen on ", options.listen, " (address in use or not available)"));
+  }
+  if (!options.health_listen.empty()) {
+    grpc::ServerBuilder health_builder;
+    health_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    int health_port = 0;
+    health_builder.AddListeningPort(options.health_listen, grpc::InsecureServerCredentials(),
+                                    &health_port);
+    daemon->health_server_ = health_builder.BuildAndStart();
+    if (daemon->health_server_ == nullptr || health_port == 0) {
+      return absl::UnavailableError(absl::StrCat("--health-listen: cannot listen on ",
+                                                 options.health_listen,
+                                                 " (address in use or not available)"));
+    }
+    spdlog::info("plaintext health service on {} (port {})", options.health_listen, health_port);
   }
   daemon->SetServing(false);
   spdlog::info("placerd {} ({}) listening on {} (port {}, {}, {}), metrics on {}", PLACER_VERSION,
@@ -105,14 +126,18 @@ absl::Status Daemon::LoadModel() {
 }
 
 void Daemon::SetServing(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  health->SetServingStatus("", serving);
-  health->SetServingStatus(kPlacerServiceName, serving);
+  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+    if (server == nullptr) continue;
+    grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+    health->SetServingStatus("", serving);
+    health->SetServingStatus(kPlacerServiceName, serving);
+  }
 }
 
 void Daemon::Drain() {
   // Health first: load balancers and probes must stop sending before anything is refused.
   server_->GetHealthCheckService()->Shutdown();
+  if (health_server_ != nullptr) health_server_->GetHealthCheckService()->Shutdown();
   gate_.StartDraining();
   const int in_flight = gate_.in_flight();
   spdlog::info("draining: {} request(s) in flight, waiting up to {} ms", in_flight,
@@ -129,6 +154,10 @@ void Daemon::Drain() {
   // left (health watches) is cancelled.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
+  }
   spdlog::info("drained; exiting");
 }
 

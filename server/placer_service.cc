@@ -4,6 +4,7 @@
 #include "model/causal_lm.h"
 #include "model/generation.h"
 #include "server/generate_request.h"
+#include "server/request_timer.h"
 #include "server/build_info.h"
 
 namespace placer::server {
@@ -43,6 +44,7 @@ const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
 
 grpc::Status PlacerService::Finish(const char* rpc, grpc::Status status) {
   metrics_->CountRequest(rpc, CodeName(status.error_code()));
+  RequestTimer::NoteStatus(CodeName(status.error_code()), status);
   return status;
 }
 
@@ -71,6 +73,7 @@ grpc::Status PlacerService::AdmitModelCall(const RequestGate::Ticket& ticket,
 grpc::Status PlacerService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  RequestTimer timer(metrics_, "Generate", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
@@ -79,6 +82,7 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
   if (!generation.ok()) return Finish("Generate", ToGrpcStatus(generation.status()));
 
   uint32_t completion_tokens = 0;
+  timer.StartSequence(generation->prompt.size());
   auto finish = model::GenerateTokens(
       *model->model, *generation, [&](const model::SampledToken& token) {
         if (context->IsCancelled() || gate_->cancelled()) return false;
@@ -86,6 +90,7 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
         chunk.add_token_ids(token.id);
         if (request->return_logprobs()) chunk.add_logprobs(token.logprob);
         ++completion_tokens;
+        timer.OnToken();
         return writer->Write(chunk);
       });
   if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
@@ -108,8 +113,10 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
   return Finish("Generate", grpc::Status::OK);
 }
 
-grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardRequest* request,
+grpc::Status PlacerService::Forward(grpc::ServerContext* context,
+                                    const v1::ForwardRequest* request,
                                     v1::ForwardResponse* response) {
+  RequestTimer timer(metrics_, "Forward", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
@@ -126,8 +133,9 @@ grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardReque
   return Finish("Forward", grpc::Status::OK);
 }
 
-grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest*,
+grpc::Status PlacerService::Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest*,
                                      v1::TokenizeResponse*) {
+  RequestTimer timer(metrics_, "Tokenize", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
@@ -142,8 +150,10 @@ grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeReq
   return Finish("Tokenize", status);
 }
 
-grpc::Status PlacerService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
+grpc::Status PlacerService::GetModelInfo(grpc::ServerContext* context,
+                                         const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) {
+  RequestTimer timer(metrics_, "GetModelInfo", context);
   RequestGate::Ticket ticket = gate_->TryEnter();
   if (!ticket.admitted()) return Finish("GetModelInfo", kDraining);
   const auto model = model_->Get();
