@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   curl openssl libssl-dev
   python3-torch
+  prometheus
 )
 
 missing=()
@@ -19,6 +20,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+# tests/deploy validates the Kubernetes manifests with Node.js packages. A node and npm that
+# are already installed (say from NodeSource, which Debian's npm would conflict with) are used.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
