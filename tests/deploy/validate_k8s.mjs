@@ -177,6 +177,10 @@ function checkObjects(label, objects) {
   const gpus = container.resources.limits?.["nvidia.com/gpu"];
   check(gpus >= 1 && container.resources.requests?.["nvidia.com/gpu"] === gpus,
         `${label}: nvidia.com/gpu must be requested and limited alike`);
+  // With --max-memory, a GPU it does not name gets no weights (Accelerate's rule).
+  const gpuBudgets = (flags["max-memory"] ?? "").split(",").filter((e) => /^(cuda:)?[0-9]+=/.test(e));
+  check(!flags["max-memory"] || gpuBudgets.length === gpus,
+        `${label}: max-memory names ${gpuBudgets.length} GPU(s) but the pod gets ${gpus}`);
   const cpuBudget = /(?:^|,)cpu=([^,]+)/.exec(flags["max-memory"] ?? "");
   if (check(cpuBudget, `${label}: max-memory must fix the cpu budget so the pod can be sized`)) {
     check(bytes(container.resources.requests.memory) >= bytes(cpuBudget[1]) + 2 ** 30,

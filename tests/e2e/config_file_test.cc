@@ -39,7 +39,7 @@ TEST_F(ConfigFile, FlagsComeFromTheFileAndTheCommandLineWins) {
       "health-listen = \"0.0.0.0:6001\"\n"
       "drain-timeout = \"45s\"\n"
       "log-format = \"json\"\n"
-      "max-memory = \"cpu=24GiB\"\n"
+      "max-memory = \"0=72GiB,cpu=24GiB\"\n"
       "max-seq-len = 4096\n");
   const server::FlagParseOutcome outcome = Parse({"--config", config, "--listen", "127.0.0.1:7000"});
   ASSERT_TRUE(outcome.options.has_value()) << outcome.message;
@@ -47,7 +47,7 @@ TEST_F(ConfigFile, FlagsComeFromTheFileAndTheCommandLineWins) {
   EXPECT_EQ(outcome.options->health_listen, "0.0.0.0:6001");
   EXPECT_EQ(outcome.options->drain_timeout, seconds(45));
   EXPECT_EQ(outcome.options->log_format, "json");
-  EXPECT_EQ(outcome.options->placement.max_memory, "cpu=24GiB");
+  EXPECT_EQ(outcome.options->placement.max_memory, "0=72GiB,cpu=24GiB");
   EXPECT_EQ(outcome.options->placement.max_seq_len, 4096);
 }
 
