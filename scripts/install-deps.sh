@@ -13,6 +13,7 @@ packages=(
   curl openssl libssl-dev
   python3-torch
   python3-grpcio python3-protobuf python3-numpy
+  prometheus
 )
 
 # The GPT-2 tokenizer agreement test runs the npm package gpt-3-encoder with node. A node
@@ -27,6 +28,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+# tests/deploy validates the Kubernetes manifests with Node.js packages. A node and npm that
+# are already installed (say from NodeSource, which Debian's npm would conflict with) are used.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"

@@ -8,6 +8,8 @@
 #include "server/build_info.h"
 #include "server/generation_scheduler.h"
 #include "server/model_loading.h"
+#include "server/nv_gpu_metrics.h"
+#include "server/served_model_metrics.h"
 
 namespace placer::server {
 namespace {
@@ -24,11 +26,17 @@ bool IsLoopback(const std::string& listen) {
 Daemon::Daemon(const DaemonOptions& options)
     : options_(options),
       service_(&model_, &gate_, &metrics_, TextLimits{options.max_stop_sequences}),
-      health_({"", kPlacerServiceName}) {}
+      health_({"", kPlacerServiceName}),
+      plaintext_health_({"", kPlacerServiceName}) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));
   if (!options.metrics_listen.empty()) {
+    daemon->metrics_.AddCollectable(std::make_shared<ServedModelMetrics>(
+        &daemon->model_, LiveDeviceProbe(options.placement)));
+    if (NvGpuMetrics::Available()) {
+      daemon->metrics_.AddCollectable(std::make_shared<NvGpuMetrics>());
+    }
     absl::Status status = daemon->metrics_.Serve(options.metrics_listen);
     if (!status.ok()) return status;
   }
@@ -59,6 +67,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   if (daemon->server_ == nullptr || daemon->grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--listen: cannot listen on ", options.listen, " (address in use or not available)"));
+  }
+  if (!options.health_listen.empty()) {
+    grpc::ServerBuilder health_builder;
+    health_builder.RegisterService(&daemon->plaintext_health_);
+    health_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    int health_port = 0;
+    health_builder.AddListeningPort(options.health_listen, grpc::InsecureServerCredentials(),
+                                    &health_port);
+    daemon->health_server_ = health_builder.BuildAndStart();
+    if (daemon->health_server_ == nullptr || health_port == 0) {
+      return absl::UnavailableError(absl::StrCat("--health-listen: cannot listen on ",
+                                                 options.health_listen,
+                                                 " (address in use or not available)"));
+    }
+    spdlog::info("plaintext health service on {} (port {})", options.health_listen, health_port);
   }
   spdlog::info("placerd {} ({}) listening on {} (port {}, {}, {}), metrics on {}", PLACER_VERSION,
                PLACER_GIT_COMMIT, options.listen, daemon->grpc_port_,
@@ -103,7 +126,10 @@ absl::Status Daemon::LoadModel() {
   loaded->scheduler = std::make_shared<GenerationScheduler>(
       loaded->model,
       SchedulerLimits{static_cast<int>(options_.placement.max_batch_size),
-                      options_.max_batch_tokens, options_.max_queue});
+                      options_.max_batch_tokens, options_.max_queue},
+      [metrics = &metrics_](int step_sequences, const SchedulerFigures& after) {
+        metrics->ObserveSchedulerStep(step_sequences, after.running, after.queued);
+      });
   model_.Set(*std::move(loaded));
   SetServing(true);
   return absl::OkStatus();
@@ -111,11 +137,13 @@ absl::Status Daemon::LoadModel() {
 
 void Daemon::SetServing(bool serving) {
   health_.SetServing(serving);
+  plaintext_health_.SetServing(serving);
 }
 
 void Daemon::Drain() {
   // Health first: load balancers and probes must stop sending before anything is refused.
   health_.Shutdown();
+  plaintext_health_.Shutdown();
   gate_.StartDraining();
   const int in_flight = gate_.in_flight();
   spdlog::info("draining: {} request(s) in flight, waiting up to {} ms", in_flight,
@@ -132,6 +160,10 @@ void Daemon::Drain() {
   // left (health watches) is cancelled.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
+  }
   spdlog::info("drained; exiting");
 }
 

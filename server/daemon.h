@@ -42,15 +42,18 @@ class Daemon {
   void SetServing(bool serving);
 
   DaemonOptions options_;
-  DaemonMetrics metrics_;
+  // Before metrics_: the exposer's thread reads the model at scrape time until it stops.
   ModelSlot model_;
+  DaemonMetrics metrics_;
   RequestGate gate_;
   PlacerService service_;
   HealthService health_;  // NOT_SERVING until the model is ready
+  HealthService plaintext_health_;  // the same statuses on --health-listen
   // Declared before server_: gRPC's token check points at them until the server is gone.
   std::unique_ptr<TokenStore> tokens_;
   std::unique_ptr<BearerAuth> auth_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // --health-listen: health service only
   int grpc_port_ = 0;
 };
 

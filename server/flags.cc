@@ -70,6 +70,9 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_option("--listen", options.listen, "gRPC address to listen on (host:port)");
   app.add_option("--metrics-listen", options.metrics_listen,
                  "Prometheus /metrics address (host:port); empty disables it");
+  app.add_option("--health-listen", options.health_listen,
+                 "extra plaintext address serving only grpc.health.v1 (for Kubernetes gRPC "
+                 "probes, which cannot use TLS); empty: health on --listen only");
   app.add_option("--model", options.model_dir,
                  "Hugging Face checkpoint directory to serve; empty starts with no model");
   app.add_option("--log-format", options.log_format, "log line format")
@@ -110,6 +113,12 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
       ->group("Access");
   app.add_option("--drain-timeout", drain_timeout,
                  "on SIGTERM, how long in-flight requests may finish (e.g. 30s, 500ms)");
+  // Kubernetes hands flags over as a mounted ConfigMap file; flags given on the command line
+  // win over the file.
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
+  app.set_config("--config", "",
+                 "read flags from this TOML file: one `flag-name = value` a line "
+                 "(e.g. drain-timeout = \"45s\")");
 
   FlagParseOutcome outcome;
   try {
@@ -127,6 +136,9 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   absl::Status status = ValidateListenAddress("--listen", options.listen);
   if (status.ok() && !options.metrics_listen.empty()) {
     status = ValidateListenAddress("--metrics-listen", options.metrics_listen);
+  }
+  if (status.ok() && !options.health_listen.empty()) {
+    status = ValidateListenAddress("--health-listen", options.health_listen);
   }
   auto drain = ParseDuration(drain_timeout);
   if (status.ok() && !drain.ok()) {

@@ -14,6 +14,8 @@ namespace placer::server {
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9400";  // empty disables the metrics endpoint
+  // Plaintext grpc.health.v1 only, for probes that cannot speak TLS (kubelet); empty: none.
+  std::string health_listen;
   std::string model_dir;                          // empty serves no model
   std::string log_format = "text";                // text | json
   std::string log_level = "info";

@@ -146,7 +146,7 @@ void GenerationScheduler::RunEngine() {
     if (running_.empty()) continue;
     std::vector<std::shared_ptr<Job>> running = running_;
     lock.unlock();
-    Step(running);
+    const int step_sequences = Step(running);
     // Finished and abandoned sequences give their KV caches back on the engine thread,
     // which is the only one that touches them.
     for (auto& job : running) {
@@ -160,10 +160,17 @@ void GenerationScheduler::RunEngine() {
     lock.lock();
     ++steps_;
     Admit(lock);
+    if (on_step_) {
+      const SchedulerFigures after{static_cast<int>(queue_.size()),
+                                   static_cast<int>(running_.size()), steps_};
+      lock.unlock();
+      on_step_(step_sequences, after);
+      lock.lock();
+    }
   }
 }
 
-void GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
+int GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
   // New sequences get their whole KV cache now, so a running stream never runs out later.
   std::vector<Job*> ready;
   for (auto& job : running) {
@@ -204,8 +211,7 @@ void GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
     stepped.push_back(job);
     budget -= static_cast<int>(chunk);
   }
-  if (steps.empty()) return;
-  if (on_step_) on_step_(static_cast<int>(steps.size()));
+  if (steps.empty()) return 0;
 
   std::vector<std::vector<float>> rows(steps.size());
   std::vector<absl::Status> failures(steps.size());
@@ -250,6 +256,7 @@ void GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
     if (++job.generated >= job.request.max_new_tokens) Finish(job, model::FinishReason::kLength);
   }
   progress_.notify_all();
+  return static_cast<int>(steps.size());
 }
 
 }  // namespace placer::server

@@ -36,8 +36,9 @@ struct SchedulerFigures {
 class GenerationScheduler {
  public:
   using Clock = std::chrono::steady_clock;
-  // Observes the number of sequences of every forward pass (for the batch-size histogram).
-  using StepObserver = std::function<void(int sequences)>;
+  // After every step: the sequences that step advanced together, and running/queued after it
+  // (for the batch-size histogram and the queue and running gauges).
+  using StepObserver = std::function<void(int step_sequences, const SchedulerFigures& after)>;
 
   GenerationScheduler(std::shared_ptr<const model::CausalLm> model, SchedulerLimits limits,
                       StepObserver on_step = nullptr);
@@ -63,7 +64,7 @@ class GenerationScheduler {
 
   void RunEngine();
   void Admit(std::unique_lock<std::mutex>& lock);  // mutex_ held
-  void Step(std::vector<std::shared_ptr<Job>>& running);
+  int Step(std::vector<std::shared_ptr<Job>>& running);  // sequences advanced
   void Finish(Job& job, absl::StatusOr<model::FinishReason> outcome);  // mutex_ held
 
   std::shared_ptr<const model::CausalLm> model_;

@@ -5,6 +5,7 @@
 #include "model/generation.h"
 #include "server/generate_request.h"
 #include "server/generation_scheduler.h"
+#include "server/request_timer.h"
 #include "server/build_info.h"
 
 namespace placer::server {
@@ -44,6 +45,7 @@ const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
 
 grpc::Status PlacerService::Finish(const char* rpc, grpc::Status status) {
   metrics_->CountRequest(rpc, CodeName(status.error_code()));
+  RequestTimer::NoteStatus(CodeName(status.error_code()), status);
   return status;
 }
 
@@ -72,6 +74,7 @@ grpc::Status PlacerService::AdmitModelCall(const RequestGate::Ticket& ticket,
 grpc::Status PlacerService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  RequestTimer timer(metrics_, "Generate", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
@@ -83,6 +86,7 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
                   {request->params().stop().begin(), request->params().stop().end()});
   bool stopped_on_text = false;
   uint32_t completion_tokens = 0;
+  timer.StartSequence(generation->prompt.size());
   // gRPC gives no deadline as a far-future time point; the scheduler checks it while queued.
   const auto remaining = context->deadline() - std::chrono::system_clock::now();
   const auto deadline =
@@ -101,6 +105,7 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
         chunk.set_text(std::move(delta.text));
         stopped_on_text = delta.stopped;
         ++completion_tokens;
+        timer.OnToken();
         return writer->Write(chunk) && !stopped_on_text;
       });
   if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
@@ -127,8 +132,10 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
   return Finish("Generate", grpc::Status::OK);
 }
 
-grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardRequest* request,
+grpc::Status PlacerService::Forward(grpc::ServerContext* context,
+                                    const v1::ForwardRequest* request,
                                     v1::ForwardResponse* response) {
+  RequestTimer timer(metrics_, "Forward", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
@@ -145,8 +152,10 @@ grpc::Status PlacerService::Forward(grpc::ServerContext*, const v1::ForwardReque
   return Finish("Forward", grpc::Status::OK);
 }
 
-grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,
+grpc::Status PlacerService::Tokenize(grpc::ServerContext* context,
+                                     const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) {
+  RequestTimer timer(metrics_, "Tokenize", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
   grpc::Status status = AdmitModelCall(ticket, &model);
@@ -154,8 +163,10 @@ grpc::Status PlacerService::Tokenize(grpc::ServerContext*, const v1::TokenizeReq
   return Finish("Tokenize", status);
 }
 
-grpc::Status PlacerService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
+grpc::Status PlacerService::GetModelInfo(grpc::ServerContext* context,
+                                         const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) {
+  RequestTimer timer(metrics_, "GetModelInfo", context);
   RequestGate::Ticket ticket = gate_->TryEnter();
   if (!ticket.admitted()) return Finish("GetModelInfo", kDraining);
   const auto model = model_->Get();

@@ -114,8 +114,8 @@ class ServedModel(unittest.TestCase):
         with self.assertRaises(PlacerError) as streamed:
             list(self.client.generate([1, 2, OUTSIDE_VOCAB], max_new_tokens=2))
         self.assertEqual(streamed.exception.code, "INVALID_ARGUMENT")
-        self.assertIn(f"prompt_token_ids[2]: {OUTSIDE_VOCAB} is outside the vocabulary",
-                      streamed.exception.message)
+        self.assertIn(f"prompt_token_ids[2]: token {OUTSIDE_VOCAB} is outside the model's "
+                      "vocabulary", streamed.exception.message)
         self.assertIn("INVALID_ARGUMENT", str(streamed.exception))
         with self.assertRaises(PlacerError) as whole:
             self.client.generate([OUTSIDE_VOCAB], stream=False)
@@ -134,22 +134,26 @@ class ServedModel(unittest.TestCase):
             self.assertEqual(caught.exception.code, "INVALID_ARGUMENT", field)
             self.assertIn(field, caught.exception.message)
 
-    def test_text_prompts_and_tokenize_reach_placerd(self):
-        # Today's answers, until the tokenizer lands: placerd saw the text and refused it.
-        with self.assertRaises(PlacerError) as text:
-            self.client.generate("Hello, placer", stream=False, max_new_tokens=3)
-        self.assertEqual(text.exception.code, "FAILED_PRECONDITION")
-        self.assertTrue(text.exception.message.startswith("prompt: text needs the tokenizer"),
-                        text.exception.message)
-        with self.assertRaises(PlacerError) as stop:
-            self.client.generate([1, 2], stream=False, stop=["\n"])
-        self.assertEqual(stop.exception.code, "FAILED_PRECONDITION")
-        self.assertTrue(stop.exception.message.startswith("params.stop:"), stop.exception.message)
-        with self.assertRaises(PlacerError) as tokenize:
-            self.client.tokenize("Hello, placer", add_special_tokens=True)
-        self.assertEqual(tokenize.exception.code, TOKENIZE_CODE_TODAY)
-        self.assertEqual(requests_total(self.placerd.metrics_port, "Tokenize", TOKENIZE_CODE_TODAY),
-                         1)
+    def test_text_prompts_tokenize_and_stop_strings(self):
+        tokenized = self.client.tokenize("Hello, placer", add_special_tokens=True)
+        self.assertTrue(tokenized.token_ids)
+        self.assertEqual(len(tokenized.token_ids), len(tokenized.tokens))
+        # A text prompt is the same request as its token ids.
+        by_text = self.client.generate("Hello, placer", stream=False, max_new_tokens=6,
+                                       ignore_eos=True)
+        by_ids = self.client.generate(list(tokenized.token_ids), stream=False, max_new_tokens=6,
+                                      ignore_eos=True)
+        self.assertEqual(by_text.token_ids, by_ids.token_ids)
+        self.assertEqual(len(by_text.token_ids), 6)
+        self.assertEqual(by_text.usage.prompt_tokens, len(tokenized.token_ids))
+        streamed = "".join(chunk.text for chunk in
+                           self.client.generate("Hello, placer", max_new_tokens=6, ignore_eos=True))
+        self.assertEqual(streamed, by_text.text)
+        self.assertEqual(requests_total(self.placerd.metrics_port, "Tokenize", "OK"), 1)
+        with self.assertRaises(PlacerError) as too_many:
+            self.client.generate("Hello", stream=False, stop=[str(i) for i in range(20)])
+        self.assertEqual(too_many.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("params.stop", too_many.exception.message)
 
     def test_the_timeout_bounds_a_whole_stream(self):
         started = time.monotonic()
@@ -211,7 +215,6 @@ class ServedModel(unittest.TestCase):
 
 # placer-make-checkpoint writes a tokenizer.json that placerd cannot run yet; update when the
 # tokenizer lands.
-TOKENIZE_CODE_TODAY = "UNIMPLEMENTED"
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ TEST_F(Scheduling, GreedyOutputAloneEqualsItsOutputInABatchOfEight) {
     }
   }
   std::atomic<int> largest_step{0};
-  GenerationScheduler scheduler(*model_, {8, 16, 64}, [&](int sequences) {
+  GenerationScheduler scheduler(*model_, {8, 16, 64}, [&](int sequences, const SchedulerFigures&) {
     int seen = largest_step.load();
     while (sequences > seen && !largest_step.compare_exchange_weak(seen, sequences)) {
     }
