@@ -68,7 +68,7 @@ def main():
         f.write("\n")
     for row in report.get("rows", []):
         met = {True: "met", False: "MISSED", None: "-"}[row.get("goal_met")]
-        print(f"  {row['metric']}: {row['summary']}  [{row.get('goal', 'no goal')}: {met}]")
+        print(f"  {row['metric']}: {row['summary']}  [{row.get('goal') or 'no goal'}: {met}]")
     print(f"  wrote {out}")
 
 

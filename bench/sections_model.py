@@ -70,37 +70,47 @@ def load(raw):
             "results": results, "rows": rows}
 
 
-def first_tokens(report):
-    return report["runs"][0]["tokens"] if report.get("runs") else []
+def pooled(reports, key):
+    """Every sample of `key` ("prefill_seconds" or "step_seconds") over the rounds' runs."""
+    out = []
+    for report in reports:
+        for run in report["runs"]:
+            value = run[key]
+            out += value if isinstance(value, list) else [value]
+    return out
 
 
 def decode(raw):
     bandwidth = load_json(raw, "bandwidth.json")
-    ours = load_json(raw, "placer_in_process.json")
-    peer = load_json(raw, "pytorch_eager.json")
-    grpc_runs = load_jsonl(raw, "placer_grpc.jsonl")[1:]  # the first one warms up
+    ours = load_jsonl(raw, "placer_in_process.jsonl")
+    peer = load_jsonl(raw, "pytorch_eager.jsonl")
+    grpc_rounds = load_jsonl(raw, "placer_grpc.jsonl")
     copy_bps = bandwidth["copy"]["bytes_per_second"]
-    read_bytes = ours["decode_read_bytes_per_token"]
+    read_bytes = ours[0]["decode_read_bytes_per_token"]
     floor = read_bytes / copy_bps
-    grpc_steps = [s for r in grpc_runs for s in r["step_seconds"][0]]
-    grpc_ttft = [r["ttft_seconds"][0] for r in grpc_runs]
-    step = {"placer in-process": ours["step_seconds"]["median"],
-            "placer gRPC": statistics.median(grpc_steps),
-            "PyTorch eager": peer["step_seconds"]["median"]}
-    prompt = ours["prompt_tokens"]
-    prefill = {"placer in-process": ours["prefill_seconds"]["median"],
-               "placer gRPC (time to first token)": statistics.median(grpc_ttft),
-               "PyTorch eager": peer["prefill_seconds"]["median"]}
-    tokens = {"placer in-process": first_tokens(ours), "PyTorch eager": first_tokens(peer),
-              "placer gRPC": grpc_runs[0]["tokens"][0] if grpc_runs else []}
+    steps = {"placer in-process": pooled(ours, "step_seconds"),
+             "placer gRPC": [s for r in grpc_rounds for s in r["step_seconds"][0]],
+             "PyTorch eager": pooled(peer, "step_seconds")}
+    prefills = {"placer in-process": pooled(ours, "prefill_seconds"),
+                "placer gRPC (time to first token)": [r["ttft_seconds"][0] for r in grpc_rounds],
+                "PyTorch eager": pooled(peer, "prefill_seconds")}
+    step = {k: statistics.median(v) for k, v in steps.items()}
+    prefill = {k: statistics.median(v) for k, v in prefills.items()}
+    prompt = ours[0]["prompt_tokens"]
+    tokens = {"placer in-process": ours[0]["runs"][0]["tokens"],
+              "PyTorch eager": peer[0]["runs"][0]["tokens"],
+              "placer gRPC": grpc_rounds[0]["tokens"][0]}
     same = len({tuple(t) for t in tokens.values()}) == 1
-    results = {"model": ours["dir"], "threads": ours["threads"], "blas": {"placer": ours["blas"],
-               "pytorch": peer["blas"], "pytorch_config": peer.get("torch_blas_config")},
-               "torch_version": peer.get("torch_version"), "prompt_tokens": prompt,
-               "new_tokens": ours["new_tokens"], "bandwidth": bandwidth,
+    results = {"model": ours[0]["dir"], "threads": ours[0]["threads"],
+               "blas": {"placer": ours[0]["blas"], "pytorch": peer[0]["blas"],
+                        "pytorch_config": peer[0].get("torch_blas_config")},
+               "torch_version": peer[0].get("torch_version"), "prompt_tokens": prompt,
+               "new_tokens": ours[0]["new_tokens"], "rounds": len(ours), "bandwidth": bandwidth,
                "decode_read_bytes_per_token": read_bytes, "bandwidth_floor_seconds_per_token": floor,
-               "placer_in_process": ours, "placer_grpc": grpc_runs, "pytorch_eager": peer,
-               "greedy_tokens_identical": same, "greedy_tokens_run0": tokens}
+               "step_seconds": {k: {"samples": v, **stats(v)} for k, v in steps.items()},
+               "prefill_seconds": {k: {"samples": v, **stats(v)} for k, v in prefills.items()},
+               "placer_in_process": ours, "placer_grpc": grpc_rounds, "pytorch_eager": peer,
+               "greedy_tokens_identical": same, "greedy_tokens_round1": tokens}
     tps = {k: 1 / v for k, v in step.items()}
     rows = []
     for side in ("placer in-process", "placer gRPC"):

@@ -31,26 +31,38 @@ def batching(raw):
             "rows": rows}
 
 
+def pooled_latency(rounds):
+    samples = [x for r in rounds for x in r["latency_seconds"]]
+    ordered = sorted(samples)
+    return samples, {**stats(samples), "p99": ordered[max(-(-99 * len(ordered) // 100), 1) - 1]}
+
+
 def api(raw):
-    local = load_json(raw, "in_process.json")
-    remote = load_json(raw, "grpc.json")
-    local8 = load_json(raw, "in_process_8.json")
-    remote8 = load_json(raw, "grpc_8.json")
+    local_rounds = load_jsonl(raw, "in_process.jsonl")
+    remote_rounds = load_jsonl(raw, "grpc.jsonl")
+    local8 = load_jsonl(raw, "in_process_8.jsonl")
+    remote8 = load_jsonl(raw, "grpc_8.jsonl")
+    local_samples, local = pooled_latency(local_rounds)
+    remote_samples, remote = pooled_latency(remote_rounds)
+    tokens = local_rounds[0]["tokens"]
     rows = []
     for quantile in ("median", "p99"):
-        a, b = local["latency"][quantile], remote["latency"][quantile]
+        a, b = local[quantile], remote[quantile]
         rows.append(row(f"Forward latency {'p50' if quantile == 'median' else 'p99'}, tiny, "
-                        f"{local['tokens']} tokens", f"gRPC {b * 1e6:.0f} µs",
+                        f"{tokens} tokens", f"gRPC {b * 1e6:.0f} µs",
                         f"in-process {a * 1e6:.0f} µs", b / a, "gRPC / in-process", None, None,
                         f"gRPC adds {(b - a) * 1e6:.0f} µs"))
-    a, b = local8["requests_per_second"], remote8["requests_per_second"]
+    a = statistics.median(r["requests_per_second"] for r in local8)
+    b = statistics.median(r["requests_per_second"] for r in remote8)
     rows.append(row("Forward requests/s at 8 concurrent clients, tiny", f"gRPC {b:.0f} req/s",
                     f"in-process, 8 threads {a:.0f} req/s", b / a, "gRPC / in-process", None,
-                    None))
+                    None, "median of the rounds"))
     return {"what": "unary Forward on the tiny preset through gRPC (loopback, plaintext) vs the "
-                    "same call in process",
-            "results": {"in_process": local, "grpc": remote, "in_process_8_clients": local8,
-                        "grpc_8_clients": remote8},
+                    "same call in process, alternated in rounds; 1 compute thread both sides",
+            "results": {"latency_in_process": {"samples": local_samples, **local},
+                        "latency_grpc": {"samples": remote_samples, **remote},
+                        "in_process_rounds": local_rounds, "grpc_rounds": remote_rounds,
+                        "in_process_8_clients_rounds": local8, "grpc_8_clients_rounds": remote8},
             "rows": rows}
 
 
@@ -61,7 +73,7 @@ def placement(raw):
     med = statistics.median(plan_s)
     start = statistics.median(help_s)
     return {"what": "`placer plan --module-tree` of a 1,000-layer Llama-shaped tree (9,003 "
-                    "tensors) over 3 virtual GPUs and cpu, whole process",
+                    "tensors, ~25 GiB in BF16) over 3 virtual GPUs of 6 GiB, 4 GiB of cpu and disk, whole process",
             "results": {"plan_seconds": {"samples": plan_s, **stats(plan_s)},
                         "process_start_seconds": {"samples": help_s, **stats(help_s)},
                         "plan_devices": [d.get("device", d.get("name")) for d in plan.get("devices", [])]

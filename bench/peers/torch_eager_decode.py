@@ -123,13 +123,14 @@ def main():
     prompt = prompt_tokens(args.prompt_tokens, config["vocab_size"])
     runs, prefill_all, step_all = [], [], []
     with torch.inference_mode():
-        for run in range(args.runs + 1):  # run 0 warms up and is not counted
+        for run in range(args.runs + 1):  # run 0 warms up with a few tokens, not counted
+            generate = min(args.new_tokens, 3) if run == 0 else args.new_tokens
             cache = model.new_cache(args.prompt_tokens + args.new_tokens)
             t = time.perf_counter()
             tokens = [int(model.extend(cache, prompt).argmax())]
             prefill = time.perf_counter() - t
             steps = []
-            for _ in range(args.new_tokens - 1):
+            for _ in range(generate - 1):
                 t = time.perf_counter()
                 tokens.append(int(model.extend(cache, [tokens[-1]]).argmax()))
                 steps.append(time.perf_counter() - t)
