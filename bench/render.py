@@ -63,7 +63,8 @@ def machine_lines(found):
         return ""
     m = found[0]["machine"]
     head = (f"Machine: {m['nproc']} × {m['cpu_model']}, {m['mem_total_bytes'] / 2**30:.1f} GiB, "
-            f"{m['kernel']}. Commit `{found[0]['git_commit'][:12]}`"
+            f"{m['kernel']}. Environment: "
+            f"{', '.join(f'{k}={v}' for k, v in m.get('environment', {}).items() if v)}. Commit `{found[0]['git_commit'][:12]}`"
             f"{' (with uncommitted changes)' if found[0]['git_dirty'] else ''}, {found[0]['date_utc']}.")
     loads = ", ".join(f"{d['benchmark']} {d['machine']['loadavg_start'].split()[0]}→"
                       f"{d['machine']['loadavg_end'].split()[0]} ({d['section_wall_seconds']:.0f} s)"
