@@ -60,7 +60,9 @@ def main():
         "quick": os.environ.get("BENCH_QUICK") == "1",
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        # Results written earlier in the same run do not make the code dirty.
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                              ":!bench/results")),
         "machine": machine(raw),
         "section_wall_seconds": round(ended - started, 1),
         **body,
