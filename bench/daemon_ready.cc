@@ -115,9 +115,10 @@ absl::StatusOr<nlohmann::json> MeasureDaemonReady(const ReadyArgs& args) {
       return absl::InternalError(absl::StrCat("the daemon exited (status ", status,
                                               ") before it was ready; see ", args.log_path));
     }
+    // Every 5 ms: finer polling takes CPU from the daemon starting on the same two cores.
     listening = listening || Accepting(args.target);
     if (!listening) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
     grpc::ClientContext context;
@@ -128,7 +129,7 @@ absl::StatusOr<nlohmann::json> MeasureDaemonReady(const ReadyArgs& args) {
     const grpc::Status rpc = health->Check(&context, request, &response);
     ready = rpc.ok() && (args.until_listening ||
                          response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (!ready) {
     Stop(pid);
