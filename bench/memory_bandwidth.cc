@@ -1,0 +1,45 @@
+#include "bench/memory_bandwidth.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+#include "bench/bench_common.h"
+
+namespace placer::bench {
+namespace {
+
+template <typename Pass>
+nlohmann::json Time(int64_t bytes, int runs, Pass pass) {
+  pass();  // warm: first touch of the buffers, thread pool start
+  std::vector<double> seconds;
+  for (int run = 0; run < runs; ++run) {
+    const Clock::time_point start = Clock::now();
+    pass();
+    seconds.push_back(Seconds(start, Clock::now()));
+  }
+  const nlohmann::json summary = Summary(seconds);
+  return {{"seconds", seconds},
+          {"summary", summary},
+          {"bytes_per_second", static_cast<double>(bytes) / summary["median"].get<double>()}};
+}
+
+}  // namespace
+
+nlohmann::json MeasureMemoryBandwidth(int64_t bytes, int runs) {
+  const int64_t elements = bytes / static_cast<int64_t>(sizeof(float));
+  const at::Tensor source = at::rand({elements}, at::kFloat);
+  at::Tensor destination = at::empty_like(source);
+  destination.zero_();
+  double sink = 0;
+  nlohmann::json result = {{"bytes", elements * static_cast<int64_t>(sizeof(float))},
+                           {"threads", at::get_num_threads()}};
+  result["copy"] = Time(bytes, runs, [&] { destination.copy_(source); });
+  result["clone"] = Time(bytes, runs, [&] { sink += source.clone().data_ptr<float>()[0]; });
+  result["read"] = Time(bytes, runs, [&] { sink += source.sum().item<double>(); });
+  result["checksum"] = sink;
+  return result;
+}
+
+}  // namespace placer::bench

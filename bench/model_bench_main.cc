@@ -1,0 +1,253 @@
+// placer-bench-model: in-process measurements of placer's model API (no gRPC), one JSON
+// object on stdout per invocation. bench/run drives it; see bench/README.md.
+//
+//   placer-bench-model decode DIR [--layout L] [--threads 2] [--prompt-tokens 64]
+//                                  [--new-tokens 32] [--runs 3] [--no-prefetch]
+//   placer-bench-model forward DIR [--threads 2] [--tokens 8] [--iterations 300] [--clients 1]
+//   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
+#include <ATen/ATen.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_common.h"
+#include "bench/bench_layouts.h"
+#include "bench/memory_bandwidth.h"
+#include "loader/checkpoint.h"
+#include "model/causal_lm.h"
+
+namespace placer::bench {
+namespace {
+
+struct ModelArgs {
+  std::string dir;
+  std::string layout = "cpu";
+  int threads = 2;
+  bool no_prefetch = false;
+  std::string offload_dir;
+};
+
+struct LoadedModel {
+  std::unique_ptr<model::CausalLm> model;
+  std::shared_ptr<placement::RuntimeAccounting> accounting;
+  double load_seconds = 0;
+  int64_t weight_bytes = 0;             // every tensor of the checkpoint
+  int64_t decode_read_bytes = 0;        // weights one decode step reads (one embedding row)
+};
+
+absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
+  model::SetComputeThreads(args.threads);
+  const Clock::time_point start = Clock::now();
+  auto checkpoint = loader::Checkpoint::Open(args.dir);
+  if (!checkpoint.ok()) return checkpoint.status();
+  const loader::ModelConfig& config = (*checkpoint)->config();
+  auto plan = LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir);
+  if (!plan.ok()) return plan.status();
+  LoadedModel loaded;
+  loaded.accounting = std::make_shared<placement::RuntimeAccounting>(
+      std::vector<std::string>{"cuda:0", "cpu", "disk"});
+  auto model = model::LoadCausalLm(*checkpoint, {*plan, loaded.accounting});
+  if (!model.ok()) return model.status();
+  loaded.model = *std::move(model);
+  loaded.load_seconds = Seconds(start, Clock::now());
+  for (const auto& [name, info] : (*checkpoint)->tensors()) {
+    const auto bytes = static_cast<int64_t>(info.nbytes());
+    loaded.weight_bytes += bytes;
+    const bool embedding = name == "model.embed_tokens.weight" || name == "transformer.wte.weight" ||
+                           name == "transformer.wpe.weight";
+    // A tied head reads the whole embedding matrix anyway; an untied one reads one row of it.
+    const bool reads_whole = !embedding || (config.tie_word_embeddings && name != "transformer.wpe.weight");
+    loaded.decode_read_bytes += reads_whole ? bytes : bytes / std::max<int64_t>(info.shape[0], 1);
+  }
+  return loaded;
+}
+
+// Bytes copied from cpu or disk onto the GPU: the staged weights, plus the 8-byte token id of
+// each step that enters the first block on the execution device.
+uint64_t StagedBytes(const placement::RuntimeAccounting& accounting) {
+  uint64_t total = 0;
+  for (const placement::TransferTotal& t : accounting.Figures().transfers) {
+    if ((t.from == "cpu" || t.from == "disk") && t.to.rfind("cuda:", 0) == 0) total += t.bytes;
+  }
+  return total;
+}
+
+// Each pass ends by prefetching the next pass's first block in the background; waiting
+// (untimed) for it before reading the counters puts its bytes in the window of the pass
+// that started it, so a window of n passes counts exactly n passes' staging.
+void SettlePrefetch() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+int32_t Argmax(const model::Logits& logits) {
+  const auto best = std::max_element(logits.values.begin(), logits.values.end());
+  return static_cast<int32_t>(best - logits.values.begin());
+}
+
+nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
+  return {{"dir", args.dir},
+          {"layout", args.layout},
+          {"prefetch", !args.no_prefetch},
+          {"threads", model::ComputeThreads()},
+          {"blas", model::BlasLibraryInUse()},
+          {"load_seconds", loaded.load_seconds},
+          {"weight_bytes", loaded.weight_bytes},
+          {"decode_read_bytes_per_token", loaded.decode_read_bytes}};
+}
+
+// Greedy decode: prefill the prompt, then one Extend per new token, each timed.
+absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, int new_tokens,
+                                      int runs) {
+  auto loaded = Load(args);
+  if (!loaded.ok()) return loaded.status();
+  const model::CausalLm& lm = *loaded->model;
+  const std::vector<int32_t> prompt = PromptTokens(prompt_tokens, lm.vocab_size());
+  nlohmann::json samples = nlohmann::json::array();
+  std::vector<double> prefill_all, step_all;
+  // Run 0 warms up (thread pool, first touch of every weight page, staging buffers) with a
+  // few tokens and is not counted.
+  for (int run = 0; run <= runs; ++run) {
+    const int generate = run == 0 ? std::min(new_tokens, 3) : new_tokens;
+    auto sequence = lm.NewSequence(prompt_tokens + new_tokens);
+    if (!sequence.ok()) return sequence.status();
+    const double wait_start = loaded->accounting->Figures().offload_wait_seconds;
+    Clock::time_point start = Clock::now();
+    auto logits = lm.Extend(**sequence, prompt);
+    if (!logits.ok()) return logits.status();
+    const double prefill = Seconds(start, Clock::now());
+    std::vector<int32_t> tokens{Argmax(*logits)};
+    SettlePrefetch();
+    const uint64_t staged_start = StagedBytes(*loaded->accounting);
+    const double wait_decode_start = loaded->accounting->Figures().offload_wait_seconds;
+    std::vector<double> steps;
+    for (int i = 1; i < generate; ++i) {
+      start = Clock::now();
+      logits = lm.Extend(**sequence, {tokens.back()});
+      if (!logits.ok()) return logits.status();
+      tokens.push_back(Argmax(*logits));
+      steps.push_back(Seconds(start, Clock::now()));
+    }
+    SettlePrefetch();
+    const auto decode_steps = static_cast<double>(std::max(generate - 1, 1));
+    const double wait_end = loaded->accounting->Figures().offload_wait_seconds;
+    if (run == 0) continue;
+    prefill_all.push_back(prefill);
+    step_all.insert(step_all.end(), steps.begin(), steps.end());
+    samples.push_back(
+        {{"prefill_seconds", prefill},
+         {"step_seconds", steps},
+         {"tokens", tokens},
+         {"staged_bytes_per_token",
+          static_cast<double>(StagedBytes(*loaded->accounting) - staged_start) / decode_steps},
+         {"offload_wait_seconds_prefill", wait_decode_start - wait_start},
+         {"offload_wait_seconds_per_token", (wait_end - wait_decode_start) / decode_steps}});
+  }
+  nlohmann::json report = BaseReport(args, *loaded);
+  report["prompt_tokens"] = prompt_tokens;
+  report["new_tokens"] = new_tokens;
+  report["runs"] = samples;
+  report["prefill_seconds"] = Summary(prefill_all);
+  report["step_seconds"] = Summary(step_all);
+  return report;
+}
+
+// Forward latency (one client) or throughput (several threads calling at once).
+absl::StatusOr<nlohmann::json> ForwardCalls(const ModelArgs& args, int tokens, int iterations,
+                                            int clients) {
+  auto loaded = Load(args);
+  if (!loaded.ok()) return loaded.status();
+  const model::CausalLm& lm = *loaded->model;
+  const std::vector<int32_t> ids = PromptTokens(tokens, lm.vocab_size());
+  for (int i = 0; i < std::max(10, iterations / 20); ++i) {
+    if (auto warm = lm.Forward(ids, false); !warm.ok()) return warm.status();
+  }
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
+  std::vector<absl::Status> errors(static_cast<size_t>(clients));
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < iterations; ++i) {
+        const Clock::time_point call = Clock::now();
+        auto logits = lm.Forward(ids, false);
+        if (!logits.ok()) {
+          errors[static_cast<size_t>(c)] = logits.status();
+          return;
+        }
+        latencies[static_cast<size_t>(c)].push_back(Seconds(call, Clock::now()));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const double wall = Seconds(start, Clock::now());
+  for (const absl::Status& error : errors) {
+    if (!error.ok()) return error;
+  }
+  std::vector<double> all;
+  for (const auto& per_client : latencies) all.insert(all.end(), per_client.begin(), per_client.end());
+  nlohmann::json report = BaseReport(args, *loaded);
+  report["tokens"] = tokens;
+  report["clients"] = clients;
+  report["latency_seconds"] = all;
+  report["latency"] = Summary(all);
+  report["wall_seconds"] = wall;
+  report["requests_per_second"] = static_cast<double>(all.size()) / wall;
+  return report;
+}
+
+int Finish(const absl::StatusOr<nlohmann::json>& result) {
+  if (!result.ok()) {
+    std::cerr << "placer-bench-model: " << result.status().message() << "\n";
+    return 1;
+  }
+  PrintJson(*result);
+  return 0;
+}
+
+}  // namespace
+}  // namespace placer::bench
+
+int main(int argc, char** argv) {
+  using namespace placer::bench;
+  CLI::App app{"placer-bench-model: in-process model benchmarks (JSON on stdout)"};
+  app.require_subcommand(1);
+  ModelArgs args;
+  int prompt_tokens = 64, new_tokens = 32, runs = 3, tokens = 8, iterations = 300, clients = 1;
+  int64_t mib = 256;
+  auto add_model = [&](CLI::App* command) {
+    command->add_option("dir", args.dir, "checkpoint directory")->required();
+    command->add_option("--threads", args.threads, "intra-op compute threads")->check(CLI::Range(1, 256));
+  };
+  CLI::App* decode = app.add_subcommand("decode", "greedy decode at batch 1, every step timed");
+  add_model(decode);
+  decode->add_option("--layout", args.layout, "cpu, gpu, half-cpu, half-disk, all-cpu, all-disk");
+  decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
+  decode->add_option("--offload-dir", args.offload_dir, "for disk tensors needing conversion");
+  decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
+  decode->add_option("--new-tokens", new_tokens)->check(CLI::Range(2, 100000));
+  decode->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  CLI::App* forward = app.add_subcommand("forward", "Forward latency / throughput in process");
+  add_model(forward);
+  forward->add_option("--tokens", tokens)->check(CLI::Range(1, 100000));
+  forward->add_option("--iterations", iterations, "calls per client")->check(CLI::Range(1, 10000000));
+  forward->add_option("--clients", clients, "threads calling at once")->check(CLI::Range(1, 256));
+  CLI::App* bandwidth = app.add_subcommand("bandwidth", "host copy / read bandwidth");
+  bandwidth->add_option("--mib", mib, "buffer size")->check(CLI::Range(1, 65536));
+  bandwidth->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  bandwidth->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
+    if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
+    placer::model::SetComputeThreads(args.threads);
+    PrintJson(MeasureMemoryBandwidth(mib << 20, runs));
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "placer-bench-model: " << e.what() << "\n";
+    return 1;
+  }
+}

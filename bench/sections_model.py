@@ -1,0 +1,184 @@
+"""Collectors of the model sections of bench/run: load (placerd and the loader vs cat),
+decode (placer vs PyTorch eager and the memory-bandwidth floor) and offload (per-token time vs
+the transfer floor and compute). Each takes the section's raw dir and returns its "results"
+(every sample) and "rows" (README table: ratio against the peer, goal, met)."""
+import os
+import statistics
+
+from report_common import MIB, load_json, load_jsonl, load_ns, row, stats
+
+
+def load(raw):
+    cat = load_ns(raw, "cat_ns")
+    lvc = load_json(raw, "load_vs_cat.json")
+    base = load_jsonl(raw, "no_model.jsonl")[0]
+    nbytes = lvc["checkpoint"]["tensor_bytes"]
+    cat_med = statistics.median(cat)
+    results = {"checkpoint": {**lvc["checkpoint"], "dir": open(os.path.join(raw, "checkpoint")).read().strip()},
+               "cat_seconds": {"samples": cat, **stats(cat)},
+               "placerd_no_model": base}
+    rows = []
+    for layout in ("cpu", "disk"):
+        runs = load_jsonl(raw, f"placerd_{layout}.jsonl")
+        ready = [r["ready_seconds"] for r in runs]
+        logged = [r["logged_load_seconds"] for r in runs]
+        first = [r["first_forward_seconds"] for r in runs]
+        peak_ready = max(r["peak_rss_bytes_at_ready"] for r in runs)
+        peak_forward = max(r["peak_rss_bytes_after_forward"] for r in runs)
+        results[f"placerd_all_{layout}"] = {
+            "samples": runs, "ready_seconds": stats(ready), "logged_load_seconds": stats(logged),
+            "first_forward_seconds": stats(first), "peak_rss_bytes_at_ready": peak_ready,
+            "peak_rss_bytes_after_forward": peak_forward}
+        ready_med, logged_med = statistics.median(ready), statistics.median(logged)
+        above = (peak_ready - base["peak_rss_bytes_at_ready"]) / nbytes
+        if layout == "cpu":
+            rows.append(row("load, all on cpu: placerd start to SERVING",
+                            f"{ready_med:.3f} s", f"cat {cat_med:.3f} s", ready_med / cat_med,
+                            "placerd / cat", "≤ 1.2", ready_med / cat_med <= 1.2,
+                            f"includes process start; no-model placerd is up in "
+                            f"{base['ready_seconds']:.2f} s"))
+            rows.append(row("load, all on cpu: placerd's logged load time",
+                            f"{logged_med:.3f} s", f"cat {cat_med:.3f} s", logged_med / cat_med,
+                            "placerd / cat", "≤ 1.2", logged_med / cat_med <= 1.2,
+                            "Checkpoint::Open to ready, inside the process"))
+            for label, peak in (("at ready", peak_ready), ("after the first Forward", peak_forward)):
+                rows.append(row(f"load, all on cpu: peak RSS {label}",
+                                f"{peak / MIB:.0f} MiB", f"{nbytes / MIB:.0f} MiB on cpu",
+                                peak / nbytes, "RSS / bytes", "≤ 1.1", peak / nbytes <= 1.1,
+                                f"{(peak - base['peak_rss_bytes_at_ready']) / nbytes:.2f} × above "
+                                f"the {base['peak_rss_bytes_at_ready'] / MIB:.0f} MiB of a placerd "
+                                f"with no model"))
+        else:
+            rows.append(row("load, all on disk: placerd start to SERVING",
+                            f"{ready_med:.3f} s", f"cat {cat_med:.3f} s", ready_med / cat_med,
+                            "placerd / cat", "near zero (no bytes read)", None,
+                            f"logged load {logged_med:.3f} s; first Forward "
+                            f"{statistics.median(first):.2f} s"))
+            rows.append(row("load, all on disk: RSS at ready above a no-model placerd",
+                            f"{(peak_ready - base['peak_rss_bytes_at_ready']) / MIB:.0f} MiB",
+                            f"{nbytes / MIB:.0f} MiB of weights", above, "extra RSS / bytes",
+                            "near zero", None))
+    clone = lvc["clone"]
+    results["load_vs_cat"] = {k: lvc[k] for k in ("cat", "clone", "clone-thp", "view") if k in lvc}
+    rows.append(row("loader alone: Checkpoint + clone of every tensor (load_vs_cat.sh)",
+                    f"{clone['load_seconds']['median']:.3f} s", f"cat {lvc['cat']['median']:.3f} s",
+                    clone["ratio_load_vs_cat"], "loader / cat", "≤ 1.2",
+                    clone["ratio_load_vs_cat"] <= 1.2,
+                    f"peak RSS {clone['peak_rss_over_bytes']:.2f} × bytes (goal ≤ 1.1)"))
+    return {"what": "time to ready and peak RSS of placerd for a checkpoint all on cpu and all "
+                    "on disk, vs cat of its files to /dev/null; page cache warm",
+            "results": results, "rows": rows}
+
+
+def pooled(reports, key):
+    """Every sample of `key` ("prefill_seconds" or "step_seconds") over the rounds' runs."""
+    out = []
+    for report in reports:
+        for run in report["runs"]:
+            value = run[key]
+            out += value if isinstance(value, list) else [value]
+    return out
+
+
+def decode(raw):
+    bandwidth = load_json(raw, "bandwidth.json")
+    ours = load_jsonl(raw, "placer_in_process.jsonl")
+    peer = load_jsonl(raw, "pytorch_eager.jsonl")
+    grpc_rounds = load_jsonl(raw, "placer_grpc.jsonl")
+    copy_bps = bandwidth["copy"]["bytes_per_second"]
+    read_bytes = ours[0]["decode_read_bytes_per_token"]
+    floor = read_bytes / copy_bps
+    steps = {"placer in-process": pooled(ours, "step_seconds"),
+             "placer gRPC": [s for r in grpc_rounds for s in r["step_seconds"][0]],
+             "PyTorch eager": pooled(peer, "step_seconds")}
+    prefills = {"placer in-process": pooled(ours, "prefill_seconds"),
+                "placer gRPC (time to first token)": [r["ttft_seconds"][0] for r in grpc_rounds],
+                "PyTorch eager": pooled(peer, "prefill_seconds")}
+    step = {k: statistics.median(v) for k, v in steps.items()}
+    prefill = {k: statistics.median(v) for k, v in prefills.items()}
+    prompt = ours[0]["prompt_tokens"]
+    tokens = {"placer in-process": ours[0]["runs"][0]["tokens"],
+              "PyTorch eager": peer[0]["runs"][0]["tokens"],
+              "placer gRPC": grpc_rounds[0]["tokens"][0]}
+    same = len({tuple(t) for t in tokens.values()}) == 1
+    results = {"model": ours[0]["dir"], "threads": ours[0]["threads"],
+               "blas": {"placer": ours[0]["blas"], "pytorch": peer[0]["blas"],
+                        "pytorch_config": peer[0].get("torch_blas_config")},
+               "torch_version": peer[0].get("torch_version"), "prompt_tokens": prompt,
+               "new_tokens": ours[0]["new_tokens"], "rounds": len(ours), "bandwidth": bandwidth,
+               "decode_read_bytes_per_token": read_bytes, "bandwidth_floor_seconds_per_token": floor,
+               "step_seconds": {k: {"samples": v, **stats(v)} for k, v in steps.items()},
+               "prefill_seconds": {k: {"samples": v, **stats(v)} for k, v in prefills.items()},
+               "placer_in_process": ours, "placer_grpc": grpc_rounds, "pytorch_eager": peer,
+               "greedy_tokens_identical": same, "greedy_tokens_round1": tokens}
+    tps = {k: 1 / v for k, v in step.items()}
+    rows = []
+    for side in ("placer in-process", "placer gRPC"):
+        ratio = tps[side] / tps["PyTorch eager"]
+        rows.append(row(f"decode tokens/s, small, batch 1: {side}", f"{tps[side]:.2f} tok/s",
+                        f"PyTorch eager {tps['PyTorch eager']:.2f} tok/s", ratio, "placer / peer",
+                        "≥ 1.0", ratio >= 1.0))
+    for side in ("placer in-process", "placer gRPC (time to first token)"):
+        ratio = prefill["PyTorch eager"] / prefill[side]
+        rows.append(row(f"prompt tokens/s ({prompt}-token prompt): {side}",
+                        f"{prompt / prefill[side]:.1f} tok/s",
+                        f"PyTorch eager {prompt / prefill['PyTorch eager']:.1f} tok/s", ratio,
+                        "placer / peer", None, None,
+                        "placer computes the lm_head for every prompt position, the peer for "
+                        "the last only" if side == "placer in-process" else ""))
+    rows.append(row("decode vs the memory-bandwidth floor (in-process)",
+                    f"{step['placer in-process'] * 1e3:.1f} ms/token",
+                    f"floor {floor * 1e3:.1f} ms ({read_bytes / MIB:.0f} MiB at "
+                    f"{copy_bps / 1e9:.2f} GB/s copy)", floor / step["placer in-process"],
+                    "floor / placer", "≥ 0.70", floor / step["placer in-process"] >= 0.70,
+                    f"PyTorch eager reaches {floor / step['PyTorch eager']:.2f} of the floor"))
+    overhead = step["placer gRPC"] / step["placer in-process"]
+    rows.append(row("gRPC cost per decode token (small)", f"{step['placer gRPC'] * 1e3:.2f} ms",
+                    f"in-process {step['placer in-process'] * 1e3:.2f} ms", overhead,
+                    "gRPC / in-process", "≤ 1.05", overhead <= 1.05))
+    return {"what": "batch-1 greedy prefill and decode of the small Llama preset, F32, same "
+                    "threads both sides; greedy tokens identical across sides: " + str(same),
+            "results": results, "rows": rows}
+
+
+def offload(raw):
+    bandwidth = load_json(raw, "bandwidth.json")
+    copy_bps = bandwidth["copy"]["bytes_per_second"]
+    runs = load_jsonl(raw, "decode.jsonl")
+    resident = next(r for r in runs if r["layout"] == "gpu")
+    compute = resident["step_seconds"]["median"]
+    points, rows = [], []
+    for r in runs:
+        staged = statistics.median(x["staged_bytes_per_token"] for x in r["runs"])
+        wait = statistics.median(x["offload_wait_seconds_per_token"] for x in r["runs"])
+        transfer = staged / copy_bps
+        larger = max(transfer, compute)
+        step = r["step_seconds"]["median"]
+        point = {"layout": r["layout"], "prefetch": r["prefetch"],
+                 "fraction_offloaded": staged / r["weight_bytes"],
+                 "staged_bytes_per_token": staged, "seconds_per_token": step,
+                 "step_seconds": r["step_seconds"], "transfer_floor_seconds": transfer,
+                 "compute_seconds": compute, "larger_floor_seconds": larger,
+                 "no_overlap_seconds": transfer + compute, "offload_wait_seconds_per_token": wait,
+                 "ratio_to_larger_floor": step / larger}
+        points.append(point)
+        if r["layout"] == "gpu":
+            continue
+        fully = r["layout"].startswith("all-")
+        goal = "≤ 1.2" if fully and r["prefetch"] else None
+        rows.append(row(f"offload {r['layout']}, prefetch {'on' if r['prefetch'] else 'off'}: "
+                        f"time per token", f"{step * 1e3:.0f} ms",
+                        f"max(transfer {transfer * 1e3:.0f} ms, compute {compute * 1e3:.0f} ms)",
+                        step / larger, "placer / larger floor", goal,
+                        step / larger <= 1.2 if goal else None,
+                        f"{staged / MIB:.0f} MiB staged per token; no overlap would cost "
+                        f"{(transfer + compute) * 1e3:.0f} ms; waited {wait * 1e3:.0f} ms per "
+                        f"token for weights"))
+    return {"what": "decode per-token time of the small preset with half / all blocks on cpu "
+                    "or disk, executed on one virtual GPU (staging is a real copy), prefetch on "
+                    "and off, vs the larger of (bytes staged / copy bandwidth) and the compute "
+                    "time of the same model resident on the virtual GPU",
+            "results": {"model": resident["dir"], "threads": resident["threads"],
+                        "blas": resident["blas"], "bandwidth": bandwidth,
+                        "compute_seconds_per_token": compute, "points": points, "samples": runs},
+            "rows": rows}

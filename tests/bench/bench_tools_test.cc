@@ -1,0 +1,133 @@
+// The bench tools against real processes and files: the numbers bench/run reports are only
+// worth something if placer and its PyTorch peer compute the same thing, the offload layouts
+// really stage what they claim, and the gRPC bench sees the tokens the model produces.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace placer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class BenchTools : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / absl::StrCat("placer-bench-tools-", getpid()));
+    fs::remove_all(*dir_);
+    const CommandResult made = RunCommand(absl::StrCat(
+        PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir_->string(), " --arch llama --preset tiny --seed 3"));
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // Runs a tool that prints one JSON object; fails the test with its output otherwise.
+  static nlohmann::json Json(const std::string& command_line) {
+    const CommandResult result = RunCommand(command_line);
+    EXPECT_EQ(result.exit_code, 0) << command_line << "\n" << result.output;
+    // Only the last line is the JSON (python or libtorch may warn before it).
+    const size_t begin = result.output.rfind("\n{");
+    const std::string text = result.output.substr(begin == std::string::npos ? 0 : begin + 1);
+    auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(parsed.is_discarded()) << command_line << "\n" << result.output;
+    return parsed;
+  }
+
+  static std::string Decode(const std::string& layout, const std::string& extra = "") {
+    return absl::StrCat(PLACER_BENCH_MODEL_PATH, " decode ", dir_->string(), " --layout ", layout,
+                        " --threads 1 --prompt-tokens 8 --new-tokens 6 --runs 1 ", extra);
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* BenchTools::dir_ = nullptr;
+
+TEST_F(BenchTools, PlacerAndThePyTorchPeerDecodeTheSameGreedyTokens) {
+  const nlohmann::json ours = Json(Decode("cpu"));
+  const nlohmann::json peer = Json(absl::StrCat(
+      "/usr/bin/python3 ", PLACER_SOURCE_DIR, "/bench/peers/torch_eager_decode.py ", dir_->string(),
+      " --threads 1 --prompt-tokens 8 --new-tokens 6 --runs 1"));
+  ASSERT_EQ(ours["runs"].size(), 1u);
+  ASSERT_EQ(peer["runs"].size(), 1u);
+  EXPECT_EQ(ours["runs"][0]["tokens"].size(), 6u);
+  EXPECT_EQ(ours["runs"][0]["step_seconds"].size(), 5u);
+  EXPECT_EQ(ours["runs"][0]["tokens"], peer["runs"][0]["tokens"]);
+  EXPECT_EQ(ours["step_seconds"]["count"], 5);
+  EXPECT_FALSE(ours["blas"].get<std::string>().empty());
+  EXPECT_FALSE(peer["blas"].empty());
+}
+
+TEST_F(BenchTools, OffloadLayoutsStageTheBytesTheyOffload) {
+  const nlohmann::json resident = Json(Decode("gpu"));
+  const nlohmann::json all = Json(Decode("all-disk"));
+  const nlohmann::json half = Json(Decode("half-cpu", "--no-prefetch"));
+  const double weights = all["weight_bytes"].get<double>();
+  // The 8-byte token id entering the first block is counted with the staged weights.
+  EXPECT_LE(resident["runs"][0]["staged_bytes_per_token"].get<double>(), 8);
+  // Fully offloaded: every weight is copied onto the execution device for every token.
+  EXPECT_NEAR(all["runs"][0]["staged_bytes_per_token"].get<double>(), weights, 8);
+  const double staged_half = half["runs"][0]["staged_bytes_per_token"].get<double>();
+  EXPECT_GT(staged_half, 0.2 * weights);
+  EXPECT_LT(staged_half, 0.8 * weights);
+  EXPECT_FALSE(half["prefetch"].get<bool>());
+  // Where the weights live changes nothing about the answer.
+  EXPECT_EQ(all["runs"][0]["tokens"], resident["runs"][0]["tokens"]);
+  EXPECT_EQ(half["runs"][0]["tokens"], resident["runs"][0]["tokens"]);
+}
+
+TEST_F(BenchTools, BadArgumentsAreNamed) {
+  CommandResult result = RunCommand(Decode("sideways"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("--layout sideways"), std::string::npos) << result.output;
+  result = RunCommand(absl::StrCat(PLACER_BENCH_MODEL_PATH, " decode ", dir_->string(),
+                                   "-missing --runs 1"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("-missing"), std::string::npos) << result.output;
+  result = RunCommand(absl::StrCat(PLACER_BENCH_GRPC_PATH, " generate --target 127.0.0.1:1"));
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--vocab"), std::string::npos) << result.output;
+}
+
+TEST_F(BenchTools, GrpcBenchTimesARealDaemonAndSeesItsTokens) {
+  const int port = FreeLoopbackPort();
+  const nlohmann::json ready = Json(absl::StrCat(
+      PLACER_BENCH_GRPC_PATH, " ready --target 127.0.0.1:", port, " --vocab 2048 --log ",
+      dir_->string(), "-ready.log -- ", PLACERD_PATH, " --listen 127.0.0.1:", port,
+      " --metrics-listen '' --threads 1 --model ", dir_->string()));
+  EXPECT_GT(ready["ready_seconds"].get<double>(), 0);
+  EXPECT_GT(ready["peak_rss_bytes_at_ready"].get<int64_t>(), 0);
+  EXPECT_GT(ready["logged_load_seconds"].get<double>(), 0);
+  EXPECT_EQ(ready["exit_status"], 0);
+  fs::remove(dir_->string() + "-ready.log");
+
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_->string(), "--threads", "1"}));
+  ASSERT_TRUE(WaitServing(ports, std::chrono::seconds(60))) << daemon.Log();
+  const nlohmann::json streams = Json(absl::StrCat(
+      PLACER_BENCH_GRPC_PATH, " generate --target ", ports.target(),
+      " --vocab 2048 --streams 3 --prompt-tokens 8 --new-tokens 6"));
+  EXPECT_EQ(streams["completion_tokens"], 18);
+  EXPECT_EQ(streams["ttft_seconds"].size(), 3u);
+  EXPECT_GT(streams["aggregate_tokens_per_second"].get<double>(), 0);
+  // Stream 0 of variant 0 sends the prompt the in-process decode bench uses.
+  const nlohmann::json local = Json(Decode("cpu"));
+  EXPECT_EQ(streams["tokens"][0], local["runs"][0]["tokens"]);
+  const nlohmann::json unary = Json(absl::StrCat(
+      PLACER_BENCH_GRPC_PATH, " forward --target ", ports.target(),
+      " --vocab 2048 --tokens 4 --iterations 20 --clients 2"));
+  EXPECT_EQ(unary["latency"]["count"], 40);
+}
+
+}  // namespace
+}  // namespace placer::testing
