@@ -35,7 +35,8 @@ class CausalLm {
  public:
   virtual ~CausalLm() = default;
 
-  // A cache for a sequence of at most `capacity` positions (prompt plus generated tokens).
+  // A cache for a sequence of at most `capacity` positions (prompt plus generated tokens),
+  // its KV blocks taken now. RESOURCE_EXHAUSTED while too few blocks are free.
   virtual absl::StatusOr<std::unique_ptr<SequenceCache>> NewSequence(int64_t capacity) const = 0;
   // Runs `token_ids` at the positions after what `sequence` holds, adds them to it, and
   // returns the logits of the last one ([1, vocab]).
@@ -57,6 +58,7 @@ class CausalLm {
                                          bool all_positions) const = 0;
 
   virtual int64_t vocab_size() const = 0;
+  // The longest sequence served: the model's context, or less (ModelRuntime).
   virtual int64_t max_positions() const = 0;
 };
 
@@ -65,6 +67,12 @@ struct ModelRuntime {
   placement::RuntimePlan plan = placement::RuntimePlan::AllOnCpu();
   // Created from the plan's devices when not given.
   std::shared_ptr<placement::RuntimeAccounting> accounting;
+  // The longest sequence (prompt and generated tokens) served; 0: the model's context.
+  int64_t max_sequence_length = 0;
+  // Blocks of placement::kKvBlockPositions positions in the paged KV cache, shared by all
+  // sequences (placement::KvCacheBlocks of the serving limits); 0: room for 8 sequences of
+  // the longest length. CPU pools are virtual memory until blocks fill.
+  int64_t kv_cache_blocks = 0;
 };
 
 // Binds every weight of the checkpoint where the plan puts it (zero-copy views over the

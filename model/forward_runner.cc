@@ -3,9 +3,43 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace placer::model {
+
+std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,
+                                                const at::Tensor& k, const at::Tensor& v) {
+  if (sequence.cache == nullptr) return {k, v};
+  return sequence.cache->Append(layer, k, v);
+}
+
+absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
+  max_positions_ = config_.max_position_embeddings;
+  if (runtime.max_sequence_length > 0) {
+    max_positions_ = std::min<int64_t>(max_positions_, runtime.max_sequence_length);
+  }
+  const int64_t sequence_blocks = placement::KvBlocksFor(max_positions_);
+  const int64_t blocks = runtime.kv_cache_blocks > 0 ? runtime.kv_cache_blocks : 8 * sequence_blocks;
+  if (blocks < sequence_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a KV cache of ", blocks, " blocks cannot hold one sequence of ", max_positions_,
+        " positions (", sequence_blocks, " blocks)"));
+  }
+  std::vector<KvBlockPool::LayerPlacement> layers;
+  for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+    const size_t block = static_cast<size_t>(first_layer_block_ + layer);
+    layers.push_back({dispatcher_->torch_device(block), dispatcher_->execution_device(block).Name()});
+  }
+  auto pool = KvBlockPool::Create(
+      std::move(layers), config_.num_key_value_heads, config_.head_dim,
+      blocks, at::kFloat,
+      runtime.accounting);
+  if (!pool.ok()) return pool.status();
+  kv_pool_ = *std::move(pool);
+  return absl::OkStatus();
+}
 
 absl::Status DecoderOnlyModel::CheckTokens(const std::vector<int32_t>& token_ids,
                                            int64_t room) const {
@@ -31,22 +65,29 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
   BlockState state;
   std::vector<int64_t> tokens;
   for (size_t i = 0; i < batch.size(); ++i) {
-    auto& cache = static_cast<KvCache&>(*batch[i].sequence);
-    absl::Status status = CheckTokens(batch[i].token_ids, cache.capacity() - cache.length());
+    // No sequence: a one-off Forward from position 0 that keeps nothing.
+    auto* cache = static_cast<KvCache*>(batch[i].sequence);
+    absl::Status status = CheckTokens(
+        batch[i].token_ids, cache == nullptr ? max_positions_ : cache->capacity() - cache->length());
     if (!status.ok()) {
       if (batch.size() == 1) return status;
       return absl::Status(status.code(), absl::StrCat("batch[", i, "]: ", status.message()));
     }
     state.sequences.push_back({static_cast<int64_t>(tokens.size()),
-                               static_cast<int64_t>(batch[i].token_ids.size()), cache.length(),
-                               &cache});
+                               static_cast<int64_t>(batch[i].token_ids.size()),
+                               cache == nullptr ? 0 : cache->length(), cache});
     tokens.insert(tokens.end(), batch[i].token_ids.begin(), batch[i].token_ids.end());
   }
   try {
     c10::InferenceMode inference;
     state.tokens = at::tensor(tokens, at::kLong);
+    for (const SequenceRows& rows : state.sequences) {
+      if (rows.cache != nullptr) rows.cache->BeginStep(rows.length);
+    }
     at::Tensor logits = Run(state, all_positions).to(at::kFloat).contiguous();
-    for (const SequenceRows& rows : state.sequences) rows.cache->Commit(rows.length);
+    for (const SequenceRows& rows : state.sequences) {
+      if (rows.cache != nullptr) rows.cache->Commit(rows.length);
+    }
     Logits out;
     out.shape = {logits.size(0), logits.size(1)};
     const float* data = logits.data_ptr<float>();
@@ -88,36 +129,19 @@ at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
 
 absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(
     int64_t capacity) const {
-  if (capacity < 1 || capacity > config_.max_position_embeddings) {
+  if (capacity < 1 || capacity > max_positions_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a sequence of ", capacity, " positions does not fit the model's ",
-                     config_.max_position_embeddings));
+        absl::StrCat("a sequence of ", capacity, " positions does not fit the ", max_positions_,
+                     " served (the model's context, or less with --max-seq-len)"));
   }
-  try {
-    std::vector<KvCache::LayerPlacement> layers;
-    for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-      const size_t block = static_cast<size_t>(first_layer_block_ + layer);
-      layers.push_back({dispatcher_->torch_device(block),
-                        dispatcher_->execution_device(block).Name()});
-    }
-    return std::make_unique<KvCache>(std::move(layers), config_.num_key_value_heads,
-                                     config_.head_dim, capacity, at::kFloat,
-                                     &dispatcher_->accounting());
-  } catch (const c10::Error& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate the KV cache: ", e.what_without_backtrace()));
-  }
+  auto blocks = kv_pool_->Take(capacity);
+  if (!blocks.ok()) return blocks.status();
+  return std::make_unique<KvCache>(kv_pool_, *std::move(blocks), capacity);
 }
 
 absl::StatusOr<Logits> DecoderOnlyModel::Forward(const std::vector<int32_t>& token_ids,
                                                  bool all_positions) const {
-  if (absl::Status status = CheckTokens(token_ids, config_.max_position_embeddings);
-      !status.ok()) {
-    return status;
-  }
-  auto sequence = NewSequence(static_cast<int64_t>(token_ids.size()));
-  if (!sequence.ok()) return sequence.status();
-  return RunChecked({{sequence->get(), token_ids}}, all_positions);
+  return RunChecked({{nullptr, token_ids}}, all_positions);
 }
 
 absl::StatusOr<Logits> DecoderOnlyModel::Extend(SequenceCache& sequence,

@@ -20,8 +20,13 @@ struct SequenceRows {
   int64_t offset = 0;  // first row in BlockState::tokens / hidden
   int64_t length = 0;  // rows (new tokens) of this sequence
   int64_t start = 0;   // position of its first new token
-  KvCache* cache = nullptr;
+  KvCache* cache = nullptr;  // null for a one-off Forward: attention sees this pass only
 };
+
+// The keys and values a sequence's queries attend to in decoder layer `layer`: this pass's
+// `k`/`v` appended to its cache, or just them when it has none.
+std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,
+                                                const at::Tensor& k, const at::Tensor& v);
 
 // What flows from block to block during one forward pass: the new tokens of every sequence
 // in the batch, stacked row after row.
@@ -37,6 +42,10 @@ class DecoderOnlyModel : public CausalLm {
                    std::unique_ptr<placement::BlockDispatcher> dispatcher, int64_t first_layer_block)
       : config_(config), dispatcher_(std::move(dispatcher)), first_layer_block_(first_layer_block) {}
 
+  // The paged KV cache for runtime.kv_cache_sequences sequences of the longest length served,
+  // on each layer's execution device. Called once, before the model is used.
+  absl::Status AllocateKvCache(const ModelRuntime& runtime);
+
   absl::StatusOr<Logits> Forward(const std::vector<int32_t>& token_ids,
                                  bool all_positions) const final;
   absl::StatusOr<std::unique_ptr<SequenceCache>> NewSequence(int64_t capacity) const final;
@@ -44,7 +53,7 @@ class DecoderOnlyModel : public CausalLm {
                                 const std::vector<int32_t>& token_ids) const final;
   absl::StatusOr<Logits> ExtendBatch(const std::vector<SequenceStep>& batch) const final;
   int64_t vocab_size() const final { return config_.vocab_size; }
-  int64_t max_positions() const final { return config_.max_position_embeddings; }
+  int64_t max_positions() const final { return max_positions_; }
 
  protected:
   // Block `block`'s arithmetic, with its weights (in BlockSpec order) and `state` on its
@@ -65,6 +74,8 @@ class DecoderOnlyModel : public CausalLm {
   loader::ModelConfig config_;
   std::unique_ptr<placement::BlockDispatcher> dispatcher_;
   int64_t first_layer_block_;
+  int64_t max_positions_ = 0;
+  std::shared_ptr<KvBlockPool> kv_pool_;
 };
 
 }  // namespace placer::model

@@ -87,7 +87,7 @@ class Gpt2 final : public DecoderOnlyModel {
       auto heads_first = [&](const at::Tensor& t) {
         return t.narrow(0, sequence.offset, length).view({length, heads, head_dim}).transpose(0, 1);
       };
-      auto [keys, values] = sequence.cache->Append(index, heads_first(qkv[1]), heads_first(qkv[2]));
+      auto [keys, values] = KeysAndValues(sequence, index, heads_first(qkv[1]), heads_first(qkv[2]));
       attended.push_back(CausalAttention(heads_first(qkv[0]), keys, values)
                              .transpose(0, 1)
                              .reshape({length, hidden_size}));
@@ -108,7 +108,9 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
   auto dispatcher = placement::BlockDispatcher::Create(checkpoint, Gpt2Blocks(config),
                                                        runtime.plan, at::kFloat, runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
-  return std::make_unique<Gpt2>(config, *std::move(dispatcher));
+  auto model = std::make_unique<Gpt2>(config, *std::move(dispatcher));
+  if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;
+  return model;
 }
 
 }  // namespace placer::model

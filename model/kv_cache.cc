@@ -1,43 +1,50 @@
 #include "model/kv_cache.h"
 
 namespace placer::model {
-namespace {
 
-int64_t Bytes(const at::Tensor& tensor) {
-  return static_cast<int64_t>(tensor.numel() * tensor.element_size());
-}
-
-}  // namespace
-
-KvCache::KvCache(std::vector<LayerPlacement> layers, int64_t kv_heads, int64_t head_dim,
-                 int64_t capacity, at::ScalarType dtype, placement::RuntimeAccounting* accounting)
-    : layers_(std::move(layers)), capacity_(capacity), accounting_(accounting) {
-  for (const LayerPlacement& layer : layers_) {
-    const auto options = at::TensorOptions().dtype(dtype).device(layer.device);
-    keys_.push_back(at::empty({kv_heads, capacity, head_dim}, options));
-    values_.push_back(at::empty({kv_heads, capacity, head_dim}, options));
-    if (accounting_ != nullptr) {
-      accounting_->AddMemory(layer.device_name, placement::MemoryKind::kKvCache,
-                             Bytes(keys_.back()) + Bytes(values_.back()));
-    }
+KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, std::vector<int32_t> blocks,
+                 int64_t capacity)
+    : pool_(std::move(pool)), blocks_(std::move(blocks)), capacity_(capacity) {
+  for (size_t i = 1; i < blocks_.size(); ++i) {
+    if (blocks_[i] != blocks_[i - 1] + 1) contiguous_ = false;
   }
 }
 
-KvCache::~KvCache() {
-  if (accounting_ == nullptr) return;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    accounting_->AddMemory(layers_[i].device_name, placement::MemoryKind::kKvCache,
-                           -(Bytes(keys_[i]) + Bytes(values_[i])));
+KvCache::~KvCache() { pool_->Give(blocks_); }
+
+void KvCache::BeginStep(int64_t tokens) {
+  if (contiguous_) return;
+  std::vector<int64_t> slots;
+  slots.reserve(static_cast<size_t>(length_ + tokens));
+  for (int64_t position = 0; position < length_ + tokens; ++position) {
+    const int64_t block = blocks_[static_cast<size_t>(position / KvBlockPool::kBlockPositions)];
+    slots.push_back(block * KvBlockPool::kBlockPositions + position % KvBlockPool::kBlockPositions);
   }
+  read_slots_ = at::tensor(slots, at::kLong);
+  write_slots_ = read_slots_.narrow(0, length_, tokens);
+}
+
+at::Tensor KvCache::SlotsOn(const at::Tensor& slots, at::Device device) const {
+  return slots.device() == device ? slots : slots.to(device);
 }
 
 std::pair<at::Tensor, at::Tensor> KvCache::Append(int64_t layer, const at::Tensor& k,
                                                   const at::Tensor& v) {
+  at::Tensor& keys = pool_->keys(layer);
+  at::Tensor& values = pool_->values(layer);
   const int64_t tokens = k.size(1);
-  keys_[layer].narrow(1, length_, tokens).copy_(k);
-  values_[layer].narrow(1, length_, tokens).copy_(v);
-  return {keys_[layer].narrow(1, 0, length_ + tokens),
-          values_[layer].narrow(1, 0, length_ + tokens)};
+  if (contiguous_) {
+    const int64_t base = static_cast<int64_t>(blocks_.front()) * KvBlockPool::kBlockPositions;
+    keys.narrow(1, base + length_, tokens).copy_(k);
+    values.narrow(1, base + length_, tokens).copy_(v);
+    return {keys.narrow(1, base, length_ + tokens), values.narrow(1, base, length_ + tokens)};
+  }
+  const at::Device device = keys.device();
+  const at::Tensor write = SlotsOn(write_slots_, device);
+  const at::Tensor read = SlotsOn(read_slots_, device);
+  keys.index_copy_(1, write, k);
+  values.index_copy_(1, write, v);
+  return {keys.index_select(1, read), values.index_select(1, read)};
 }
 
 }  // namespace placer::model

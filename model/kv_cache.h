@@ -1,45 +1,51 @@
-// Keys and values of one sequence, per decoder layer on that layer's execution device,
-// preallocated for the sequence's whole length so that decoding a token appends in place
-// instead of copying the past. Its bytes are charged to the devices while it lives.
+// One sequence's keys and values: its block table in the shared KvBlockPool, on each layer's
+// execution device. The blocks for the sequence's whole length are taken when it starts, so
+// a running stream never runs out later; they go back to the pool when it ends.
 #pragma once
 
 #include <ATen/ATen.h>
 
-#include <string>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/causal_lm.h"
-#include "placement/runtime_accounting.h"
+#include "model/kv_block_pool.h"
 
 namespace placer::model {
 
 class KvCache final : public SequenceCache {
  public:
-  struct LayerPlacement {
-    at::Device device;
-    std::string device_name;  // placer's name ("cuda:1") for accounting
-  };
-
-  KvCache(std::vector<LayerPlacement> layers, int64_t kv_heads, int64_t head_dim,
-          int64_t capacity, at::ScalarType dtype, placement::RuntimeAccounting* accounting);
+  KvCache(std::shared_ptr<KvBlockPool> pool, std::vector<int32_t> blocks, int64_t capacity);
   ~KvCache() override;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
   int64_t length() const override { return length_; }
   int64_t capacity() const override { return capacity_; }
 
+  // Before a forward pass that adds `tokens` positions: works out where they go.
+  void BeginStep(int64_t tokens);
   // Writes this step's keys/values ([kv_heads, T, head_dim], on the layer's device) at
-  // positions length()..+T-1 of `layer` and returns all keys/values so far. Commit()
-  // advances length() once every layer has appended.
+  // positions length()..+T-1 of `layer` and returns all keys/values so far
+  // ([kv_heads, length()+T, head_dim]). Commit() advances length() once every layer has
+  // appended.
   std::pair<at::Tensor, at::Tensor> Append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
   void Commit(int64_t tokens) { length_ += tokens; }
 
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+
  private:
-  std::vector<LayerPlacement> layers_;
-  std::vector<at::Tensor> keys_;
-  std::vector<at::Tensor> values_;
+  at::Tensor SlotsOn(const at::Tensor& slots, at::Device device) const;
+
+  std::shared_ptr<KvBlockPool> pool_;
+  std::vector<int32_t> blocks_;
   int64_t capacity_;
   int64_t length_ = 0;
-  placement::RuntimeAccounting* accounting_;
+  // Consecutive blocks: the keys are one slice of the pool, read and written in place.
+  bool contiguous_ = true;
+  // Otherwise: pool positions of this step's new tokens and of every position so far.
+  at::Tensor write_slots_, read_slots_;
 };
 
 }  // namespace placer::model

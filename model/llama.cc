@@ -82,7 +82,7 @@ class Llama final : public DecoderOnlyModel {
       };
       auto [q_rotated, k_rotated] =
           rotary_.Apply(rows_of(q, heads), rows_of(k, kv_heads), sequence.start);
-      auto [keys, values] = sequence.cache->Append(index, k_rotated, rows_of(v, kv_heads));
+      auto [keys, values] = KeysAndValues(sequence, index, k_rotated, rows_of(v, kv_heads));
       attended.push_back(CausalAttention(q_rotated, keys, values)
                              .transpose(0, 1)
                              .reshape({length, heads * head_dim}));
@@ -104,7 +104,9 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
   auto dispatcher = placement::BlockDispatcher::Create(checkpoint, LlamaBlocks(config),
                                                        runtime.plan, at::kFloat, runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
-  return std::make_unique<Llama>(config, *std::move(dispatcher));
+  auto model = std::make_unique<Llama>(config, *std::move(dispatcher));
+  if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;
+  return model;
 }
 
 }  // namespace placer::model

@@ -57,14 +57,9 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
   absl::StatusOr<CheckpointSummary> checkpoint = ReadCheckpointSummary(args.checkpoint_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   const loader::ModelConfig& config = checkpoint->config;
-  ServingLimits limits;
-  limits.max_batch_size = args.max_batch_size;
-  limits.max_seq_len = args.max_seq_len > 0
-                           ? args.max_seq_len
-                           : std::min<std::int64_t>(config.max_position_embeddings > 0
-                                                        ? config.max_position_embeddings
-                                                        : kDefaultMaxSeqLen,
-                                                    kDefaultMaxSeqLen);
+  absl::StatusOr<ServingLimits> serving = ServingLimitsFor(args, config);
+  if (!serving.ok()) return serving.status();
+  const ServingLimits& limits = *serving;
   const loader::DType dtype =
       model.compute_dtype.value_or(CheckpointDType(config, checkpoint->tensors));
   absl::StatusOr<ModuleTreeSpec> spec = ModuleTreeSpecForModel(
@@ -76,6 +71,25 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
 }
 
 }  // namespace
+
+absl::StatusOr<ServingLimits> ServingLimitsFor(const PlanCommandArgs& args,
+                                               const loader::ModelConfig& config) {
+  ServingLimits limits;
+  limits.max_batch_size = args.max_batch_size;
+  const std::int64_t context =
+      config.max_position_embeddings > 0 ? config.max_position_embeddings : kDefaultMaxSeqLen;
+  // Never beyond the model's context: no sequence can be longer than that.
+  limits.max_seq_len = args.max_seq_len > 0 ? std::min(args.max_seq_len, context)
+                                            : std::min(context, kDefaultMaxSeqLen);
+  if (args.max_batch_total_tokens < 0 ||
+      (args.max_batch_total_tokens > 0 && args.max_batch_total_tokens < limits.max_seq_len)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-batch-total-tokens ", args.max_batch_total_tokens, ": must be 0 or at least "
+        "the ", limits.max_seq_len, " positions of one sequence (--max-seq-len)"));
+  }
+  limits.max_batch_total_tokens = args.max_batch_total_tokens;
+  return limits;
+}
 
 absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   if (args.checkpoint_dir.empty() == args.module_tree_path.empty()) {

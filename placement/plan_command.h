@@ -11,7 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "placement/device_inventory.h"
+#include "loader/model_config.h"
 #include "placement/plan.h"
+#include "placement/reserves.h"
 
 namespace placer::placement {
 
@@ -26,6 +28,7 @@ struct PlanCommandArgs {
   // has no config, so it gets no KV or activation reserve.
   std::int64_t max_seq_len = 0;
   std::int64_t max_batch_size = 8;  // sequences placerd runs at once (continuous batching)
+  std::int64_t max_batch_total_tokens = 0;  // KV positions they share; 0: seq len x batch
   std::string dtype;         // compute dtype ("bfloat16" or "BF16"); empty: checkpoint's
   std::string offload_dir;   // empty: no disk device
   std::string device_map_path;  // validate this map instead of planning
@@ -35,6 +38,11 @@ struct PlanCommandArgs {
 };
 
 absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args);
+
+// The limits the reserves are sized for (and placerd serves): --max-seq-len defaulted from
+// the model's context, --max-batch-size, --max-batch-total-tokens. Errors name the flag.
+absl::StatusOr<ServingLimits> ServingLimitsFor(const PlanCommandArgs& args,
+                                               const loader::ModelConfig& config);
 
 // Writes the plan to `out` in args.format; errors are returned, not printed.
 absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out);

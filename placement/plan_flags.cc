@@ -25,6 +25,11 @@ void AddPlacementFlags(CLI::App& app, PlanCommandArgs& args) {
                  "sequences at once, for the KV-cache and activation reserves")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->group(group);
+  app.add_option("--max-batch-total-tokens", args.max_batch_total_tokens,
+                 "KV-cache positions all running sequences share (paged in blocks of 16), like "
+                 "TGI's flag of that name; 0 means --max-seq-len x --max-batch-size")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->group(group);
   app.add_option("--offload-dir", args.offload_dir,
                  "directory for disk offload; without it nothing is placed on disk")
       ->group(group);

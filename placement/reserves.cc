@@ -24,14 +24,26 @@ std::uint64_t NonNegative(std::int64_t v) { return v > 0 ? static_cast<std::uint
 
 }  // namespace
 
+std::int64_t KvBlocksFor(std::int64_t positions) {
+  if (positions <= 0) return 0;
+  return (positions + kKvBlockPositions - 1) / kKvBlockPositions;
+}
+
+std::int64_t KvCacheBlocks(const ServingLimits& limits) {
+  const std::int64_t per_sequence = KvBlocksFor(limits.max_seq_len);
+  if (limits.max_batch_total_tokens > 0) {
+    return std::max(per_sequence, KvBlocksFor(limits.max_batch_total_tokens));
+  }
+  return static_cast<std::int64_t>(Mul(NonNegative(per_sequence), NonNegative(limits.max_batch_size)));
+}
+
 std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
                                    const ServingLimits& limits, loader::DType kv_dtype) {
   std::uint64_t bytes = 2;
   bytes = Mul(bytes, NonNegative(config.num_key_value_heads));
   bytes = Mul(bytes, NonNegative(config.head_dim));
   bytes = Mul(bytes, loader::DTypeSize(kv_dtype));
-  bytes = Mul(bytes, NonNegative(limits.max_seq_len));
-  return Mul(bytes, NonNegative(limits.max_batch_size));
+  return Mul(bytes, Mul(NonNegative(KvCacheBlocks(limits)), kKvBlockPositions));
 }
 
 std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,

@@ -12,10 +12,25 @@ namespace placer::placement {
 struct ServingLimits {
   std::int64_t max_seq_len = 0;     // --max-seq-len: prompt + generated tokens
   std::int64_t max_batch_size = 1;  // --max-batch-size: sequences per forward
+  // --max-batch-total-tokens: KV-cache positions all running sequences share (paged);
+  // 0: max_seq_len x max_batch_size, so every running sequence can reach max_seq_len.
+  std::int64_t max_batch_total_tokens = 0;
 };
 
-// Exactly 2 (K and V) x kv_heads x head_dim x bytes per element x
-// max_seq_len x max_batch_size: the KV cache one decoder layer keeps.
+// The KV cache is paged in blocks of this many positions (model/kv_block_pool.h); a
+// sequence takes whole blocks, so the reserve counts max_seq_len rounded up to them.
+inline constexpr std::int64_t kKvBlockPositions = 16;
+
+// Blocks one sequence of `positions` positions takes.
+std::int64_t KvBlocksFor(std::int64_t positions);
+
+// KV-cache blocks of the pool: max_batch_size x the blocks of one max_seq_len sequence,
+// or max_batch_total_tokens in blocks (never fewer than one longest sequence needs).
+std::int64_t KvCacheBlocks(const ServingLimits& limits);
+
+// Exactly 2 (K and V) x kv_heads x head_dim x bytes per element x KvCacheBlocks x
+// kKvBlockPositions: the KV cache one decoder layer keeps, which is what the runtime's
+// block pool allocates.
 std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
                                    const ServingLimits& limits, loader::DType kv_dtype);
 

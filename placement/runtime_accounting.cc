@@ -76,6 +76,14 @@ uint64_t RuntimeAccounting::Used(const std::string& device, MemoryKind kind) con
   return 0;
 }
 
+std::pair<uint64_t, uint64_t> RuntimeAccounting::KvBlocks(const std::string& device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const DeviceUsage& usage : devices_) {
+    if (usage.device == device) return {usage.kv_blocks_used, usage.kv_blocks_free};
+  }
+  return {0, 0};
+}
+
 uint64_t RuntimeAccounting::Transferred(const std::string& from, const std::string& to) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = transfers_.find({from, to});

@@ -51,6 +51,8 @@ class RuntimeAccounting {
 
   RuntimeFigures Figures() const;
   uint64_t Used(const std::string& device, MemoryKind kind) const;
+  // {used, free} KV-cache blocks of the device; {0, 0} when it holds none.
+  std::pair<uint64_t, uint64_t> KvBlocks(const std::string& device) const;
   uint64_t Transferred(const std::string& from, const std::string& to) const;
 
  private:

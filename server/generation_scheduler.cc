@@ -73,8 +73,8 @@ absl::StatusOr<model::FinishReason> GenerationScheduler::Generate(
   if (needed > model_->max_positions()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "params.max_new_tokens: the prompt (", request.prompt.size(), " tokens) plus ",
-        request.max_new_tokens, " new tokens exceed the model's context of ",
-        model_->max_positions()));
+        request.max_new_tokens, " new tokens exceed the ", model_->max_positions(),
+        " positions a sequence may have (the model's context, or --max-seq-len)"));
   }
   if (request.max_new_tokens == 0) return model::FinishReason::kLength;
 
@@ -124,17 +124,30 @@ absl::StatusOr<model::FinishReason> GenerationScheduler::Generate(
   }
 }
 
-void GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
+bool GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
   running_.erase(std::remove_if(running_.begin(), running_.end(),
                                 [](const std::shared_ptr<Job>& job) {
                                   return job->done || job->abandoned;
                                 }),
                  running_.end());
+  // In arrival order, each with the KV blocks for its whole length, so that a running stream
+  // never runs out later; the first that does not get them waits for blocks to come back.
   while (static_cast<int>(running_.size()) < limits_.max_batch_size && !queue_.empty()) {
-    queue_.front()->admitted = true;
-    running_.push_back(queue_.front());
+    Job& job = *queue_.front();
+    auto sequence = model_->NewSequence(static_cast<int64_t>(job.request.prompt.size()) +
+                                        job.request.max_new_tokens);
+    if (absl::IsResourceExhausted(sequence.status())) return false;
+    if (!sequence.ok()) {
+      Finish(job, sequence.status());
+      progress_.notify_all();
+    } else {
+      job.sequence = *std::move(sequence);
+      job.admitted = true;
+      running_.push_back(queue_.front());
+    }
     queue_.pop_front();
   }
+  return true;
 }
 
 void GenerationScheduler::RunEngine() {
@@ -142,7 +155,11 @@ void GenerationScheduler::RunEngine() {
   while (true) {
     work_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
     if (stopping_) return;
-    Admit(lock);
+    if (!Admit(lock) && running_.empty()) {
+      // KV blocks held outside this scheduler: look again shortly.
+      work_.wait_for(lock, std::chrono::milliseconds(10));
+      continue;
+    }
     if (running_.empty()) continue;
     std::vector<std::shared_ptr<Job>> running = running_;
     lock.unlock();
@@ -171,25 +188,10 @@ void GenerationScheduler::RunEngine() {
 }
 
 int GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
-  // New sequences get their whole KV cache now, so a running stream never runs out later.
   std::vector<Job*> ready;
   for (auto& job : running) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (job->done || job->abandoned) continue;
-    }
-    if (job->sequence == nullptr) {
-      auto sequence = model_->NewSequence(static_cast<int64_t>(job->request.prompt.size()) +
-                                          job->request.max_new_tokens);
-      if (!sequence.ok()) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        Finish(*job, sequence.status());
-        progress_.notify_all();
-        continue;
-      }
-      job->sequence = *std::move(sequence);
-    }
-    ready.push_back(job.get());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!job->done && !job->abandoned) ready.push_back(job.get());
   }
   // Decodes first (one token each), then prompt chunks in the token budget left.
   std::vector<model::CausalLm::SequenceStep> steps;

@@ -1,7 +1,8 @@
 // Continuous batching: one engine thread runs every admitted generation in shared forward
 // passes. Requests join the running batch at the next step and leave it when done; prompts
 // are prefilled in chunks so that running streams keep decoding; a bounded queue holds the
-// requests beyond --max-batch-size, and a full queue is refused at once. Callers block in
+// requests beyond --max-batch-size or beyond the free KV-cache blocks, and a full queue is
+// refused at once. Callers block in
 // Generate() and receive their tokens on their own thread, as GenerateTokens would give them.
 #pragma once
 
@@ -22,7 +23,7 @@
 namespace placer::server {
 
 struct SchedulerLimits {
-  int max_batch_size = 8;     // sequences running at once (their KV caches live meanwhile)
+  int max_batch_size = 8;     // sequences running at once (each holds its KV blocks meanwhile)
   int max_batch_tokens = 256; // tokens in one forward pass: decodes first, then prefill chunks
   int max_queue = 64;         // requests waiting beyond the running batch
 };
@@ -63,7 +64,9 @@ class GenerationScheduler {
   struct Job;
 
   void RunEngine();
-  void Admit(std::unique_lock<std::mutex>& lock);  // mutex_ held
+  // Moves queued requests into the running batch while there is room and KV blocks; false
+  // when the first waiting one is held back for blocks. mutex_ held, engine thread only.
+  bool Admit(std::unique_lock<std::mutex>& lock);
   int Step(std::vector<std::shared_ptr<Job>>& running);  // sequences advanced
   void Finish(Job& job, absl::StatusOr<model::FinishReason> outcome);  // mutex_ held
 

@@ -72,6 +72,11 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   runtime.plan = placement::RuntimePlan::FromPlan(*plan, virtual_gpus, prefetch,
                                                   placement.offload_dir);
   runtime.accounting = std::make_shared<placement::RuntimeAccounting>(device_names);
+  // The paged KV cache is exactly the reserve the plan set aside for it.
+  auto limits = placement::ServingLimitsFor(placement, (*checkpoint)->config());
+  if (!limits.ok()) return limits.status();
+  runtime.max_sequence_length = limits->max_seq_len;
+  runtime.kv_cache_blocks = placement::KvCacheBlocks(*limits);
   auto model = model::LoadCausalLm(*checkpoint, runtime);
   if (!model.ok()) return model.status();
 

@@ -196,11 +196,15 @@ TEST_F(Load, ThirtyTwoClientsForAMinute) {
   EXPECT_TRUE(tally.unexpected().empty())
       << tally.Unexpected() << tally.Summary();
   EXPECT_GT(tally.total(), 200) << tally.Summary();
-  // Every sequence gave its KV cache back, and nothing is left running or queued.
+  // Every sequence gave its KV-cache blocks back, and nothing is left running or queued.
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return Metric(ports.metrics_port, "placer_device_memory_used_bytes",
-                      {{"device", "cpu"}, {"kind", "kv_cache"}}) == 0.0 &&
+        return Metric(ports.metrics_port, "placer_device_kv_cache_blocks",
+                      {{"device", "cpu"}, {"state", "used"}}) == 0.0 &&
+               Metric(ports.metrics_port, "placer_device_kv_cache_blocks",
+                      // 8 sequences of the tiny model's 512 positions (--max-seq-len 1024
+                      // is capped at its context), in blocks of 16.
+                      {{"device", "cpu"}, {"state", "free"}}) == 8.0 * 512 / 16 &&
                Metric(ports.metrics_port, "placer_running_sequences") == 0.0 &&
                Metric(ports.metrics_port, "placer_queue_depth") == 0.0;
       },

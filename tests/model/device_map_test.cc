@@ -208,15 +208,22 @@ TEST_P(LlamaDeviceMaps, CountersMatchWhatTheMapPredicts) {
   EXPECT_EQ(figures.Transferred("cuda:0", "cpu"), 0u);
   EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kStaging), 0u) << "staging given back";
 
+  // The paged KV cache is held from the start: room for 8 sequences of the model's 2048
+  // positions (1024 blocks of 16) in every layer, on the device each layer executes on: all
+  // four on cuda:0 (two resident, two staged), keys + values, 2 kv heads x 16 dims.
+  const uint64_t pool_per_layer = 2 * 2 * 16 * (1024 * 16) * 4;
+  using Blocks = std::pair<uint64_t, uint64_t>;
+  EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kKvCache), 4 * pool_per_layer);
+  EXPECT_EQ(figures.Used("cuda:1", MemoryKind::kKvCache), 0u);
+  EXPECT_EQ(figures.KvBlocks("cuda:0"), (Blocks{0, 1024}));
+  EXPECT_EQ(figures.KvBlocks("cuda:1"), (Blocks{0, 0})) << "no layer runs on cuda:1";
   {
-    auto sequence = loaded.model->NewSequence(10);
+    auto sequence = loaded.model->NewSequence(40);
     ASSERT_TRUE(sequence.ok());
-    // Two layers each on cuda:0 (two resident, two staged) keys + values, 2 kv heads x 16.
-    const uint64_t per_layer = 2 * 2 * 10 * 16 * 4;
-    EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kKvCache), 4 * per_layer);
-    EXPECT_EQ(figures.Used("cuda:1", MemoryKind::kKvCache), 0u);
+    EXPECT_EQ(figures.KvBlocks("cuda:0"), (Blocks{3, 1021})) << "40 positions take 3 blocks";
   }
-  EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kKvCache), 0u) << "given back with the sequence";
+  EXPECT_EQ(figures.KvBlocks("cuda:0"), (Blocks{0, 1024})) << "given back with the sequence";
+  EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kKvCache), 4 * pool_per_layer);
 }
 
 TEST_P(LlamaDeviceMaps, PrefetchStagesTheNextOffloadedBlockAhead) {

@@ -186,6 +186,21 @@ TEST(ReservesTest, KvCacheIsExactlyTwoKvHeadsHeadDimBytesTokens) {
   EXPECT_EQ(KvCacheBytesPerLayer(config, {0, 2}, loader::DType::kBF16), 0u);
 }
 
+TEST(ReservesTest, KvCacheIsWholeBlocksOfSixteenPositions) {
+  loader::ModelConfig config = LlamaConfig(false);
+  config.num_key_value_heads = 2;
+  config.head_dim = 16;
+  const std::uint64_t per_position = 2 * 2 * 16 * 4;  // K and V, F32
+  // Each sequence rounds up to whole blocks: 100 positions take 7 blocks (112).
+  EXPECT_EQ(KvCacheBlocks({100, 3}), 21);
+  EXPECT_EQ(KvCacheBytesPerLayer(config, {100, 3}, loader::DType::kF32), per_position * 112 * 3);
+  // A shared total sizes the pool on its own, but never below one longest sequence.
+  EXPECT_EQ(KvCacheBlocks({100, 3, 1000}), 63);
+  EXPECT_EQ(KvCacheBlocks({100, 64, 160}), 10);
+  EXPECT_EQ(KvCacheBlocks({100, 64, 50}), 7);
+  EXPECT_EQ(KvCacheBytesPerLayer(config, {100, 64, 160}, loader::DType::kF32), per_position * 160);
+}
+
 TEST(ReservesTest, ActivationReserveFollowsTheDocumentedFormula) {
   const loader::ModelConfig config = LlamaConfig(false);  // H 64, I 128, 4 heads, 2 kv, hd 16
   const std::uint64_t tokens = 2 * 32;

@@ -100,6 +100,21 @@ TEST(PlanCommandTest, PlansARealCheckpointWithKvReserveAndPrintsATable) {
   EXPECT_EQ(json["devices"][1]["kv_reserve_bytes"], layers_on_gpu1 * kv_per_layer);
   EXPECT_GT(json["devices"][0]["activation_reserve_bytes"], 0);
 
+  // Sequences sharing 80 positions of KV cache (5 blocks) instead of 2 x 64.
+  args.max_batch_total_tokens = 80;
+  std::ostringstream shared_out;
+  ASSERT_TRUE(RunPlanCommand(args, shared_out).ok());
+  const nlohmann::json shared = nlohmann::json::parse(shared_out.str());
+  int shared_on_gpu1 = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (shared["device_map"].value("model.layers." + std::to_string(i), -1) == 1) ++shared_on_gpu1;
+  }
+  EXPECT_EQ(shared["devices"][1]["kv_reserve_bytes"], shared_on_gpu1 * (2 * 2 * 16 * 4 * 80));
+  args.max_batch_total_tokens = 63;
+  EXPECT_THAT(RunPlanCommand(args, shared_out).message(),
+              HasSubstr("--max-batch-total-tokens 63: must be 0 or at least the 64 positions"));
+  args.max_batch_total_tokens = 0;
+
   args.format = "table";
   std::ostringstream table;
   ASSERT_TRUE(RunPlanCommand(args, table).ok());

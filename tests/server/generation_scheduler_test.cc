@@ -1,11 +1,12 @@
 // Continuous batching with a real model and real threads: a request's greedy output is the
-// same alone and inside a batch; the queue is bounded; cancellation, deadlines and drains free
-// the KV cache.
+// same alone and inside a batch; the queue is bounded; requests wait for KV-cache blocks;
+// cancellation, deadlines and drains give the blocks back.
 #include "server/generation_scheduler.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <future>
@@ -69,11 +70,16 @@ class Scheduling : public ::testing::Test {
     return outcome;
   }
 
-  static uint64_t KvBytes() { return (*accounting_)->Used("cpu", placement::MemoryKind::kKvCache); }
-  static bool KvCacheReturns() {
-    for (int i = 0; i < 500 && KvBytes() != 0; ++i) usleep(10000);
-    return KvBytes() == 0;
+  static uint64_t KvBlocksUsed(const placement::RuntimeAccounting& accounting) {
+    return accounting.KvBlocks("cpu").first;
   }
+  static uint64_t KvBlocksUsed() { return KvBlocksUsed(**accounting_); }
+  // Every sequence gave its blocks back to the pool (the engine frees them after its step).
+  static bool KvCacheReturns(const placement::RuntimeAccounting& accounting) {
+    for (int i = 0; i < 500 && KvBlocksUsed(accounting) != 0; ++i) usleep(10000);
+    return KvBlocksUsed(accounting) == 0;
+  }
+  static bool KvCacheReturns() { return KvCacheReturns(**accounting_); }
 
   static fs::path* dir_;
   static std::shared_ptr<const model::CausalLm>* model_;
@@ -143,7 +149,7 @@ TEST_F(Scheduling, AFullQueueIsRefusedAtOnceAndCancellationFreesTheCache) {
                               });
   });
   first_token.get_future().wait();
-  EXPECT_GT(KvBytes(), 0u);
+  EXPECT_GT(KvBlocksUsed(), 0u);
   auto second = std::async(std::launch::async, [&] { return Run(scheduler, Request({4, 5}, 3)); });
   while (scheduler.Figures().queued < 1) usleep(1000);
   Outcome third = Run(scheduler, Request({6}, 3));
@@ -183,6 +189,62 @@ TEST_F(Scheduling, DeadlinesAreHonouredWhileQueuedAndWhileRunning) {
   EXPECT_NE(running.finish.status().message().find("while generating"), std::string::npos)
       << running.finish.status();
   EXPECT_TRUE(KvCacheReturns());
+}
+
+TEST_F(Scheduling, RequestsWaitForFreeKvBlocksAndStillGiveTheirOutputAlone) {
+  // A pool for two sequences of 64 positions: 8 blocks of 16. Each request below spans 40
+  // positions (3 blocks), so only two fit at once although the batch admits eight.
+  auto checkpoint = loader::Checkpoint::Open(dir_->string());
+  ASSERT_TRUE(checkpoint.ok());
+  auto accounting =
+      std::make_shared<placement::RuntimeAccounting>(std::vector<std::string>{"cpu"});
+  auto small_pool = model::LoadCausalLm(
+      *checkpoint, {placement::RuntimePlan::AllOnCpu(), accounting, /*max_sequence_length=*/64,
+                    /*kv_cache_blocks=*/8});
+  ASSERT_TRUE(small_pool.ok()) << small_pool.status();
+  EXPECT_EQ(accounting->KvBlocks("cpu"), std::make_pair(uint64_t{0}, uint64_t{8}));
+  // 2 layers x keys and values x 2 kv heads x 16 dims x 128 positions x 4 bytes, held once.
+  EXPECT_EQ(accounting->Used("cpu", placement::MemoryKind::kKvCache), 2u * 2 * 2 * 16 * 128 * 4);
+
+  std::vector<model::GenerationRequest> requests;
+  std::vector<std::vector<int32_t>> alone;
+  {
+    GenerationScheduler reference(*model_, {});
+    for (int i = 0; i < 6; ++i) {
+      std::vector<int32_t> prompt;
+      for (int t = 0; t < 8 + 3 * i; ++t) prompt.push_back((i * 53 + t * 7) % 500);
+      requests.push_back(Request(prompt, static_cast<uint32_t>(40 - prompt.size())));
+      Outcome outcome = Run(reference, requests.back());
+      ASSERT_TRUE(outcome.finish.ok()) << outcome.finish.status();
+      alone.push_back(outcome.tokens);
+    }
+  }
+  std::atomic<int> most_running{0}, most_queued{0};
+  GenerationScheduler scheduler(
+      std::shared_ptr<const model::CausalLm>(*std::move(small_pool)), {8, 64, 16},
+      [&](int, const SchedulerFigures& after) {
+        most_running = std::max(most_running.load(), after.running);
+        most_queued = std::max(most_queued.load(), after.queued);
+      });
+  std::vector<std::future<Outcome>> together;
+  for (const auto& request : requests) {
+    together.push_back(std::async(std::launch::async, [&] { return Run(scheduler, request); }));
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Outcome outcome = together[i].get();
+    ASSERT_TRUE(outcome.finish.ok()) << "request " << i << ": " << outcome.finish.status();
+    EXPECT_EQ(outcome.tokens, alone[i]) << "request " << i;
+  }
+  EXPECT_EQ(most_running.load(), 2) << "the pool holds two such sequences at once";
+  EXPECT_GT(most_queued.load(), 0) << "the others waited in the queue for blocks";
+  EXPECT_TRUE(KvCacheReturns(*accounting));
+  EXPECT_EQ(accounting->KvBlocks("cpu"), std::make_pair(uint64_t{0}, uint64_t{8}));
+
+  // Longer than the served length: refused before queueing, naming the limit.
+  Outcome too_long = Run(scheduler, Request({1, 2, 3, 4, 5}, 60));
+  EXPECT_EQ(too_long.finish.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.finish.status().message().find("64 positions"), std::string::npos)
+      << too_long.finish.status();
 }
 
 TEST_F(Scheduling, BadRequestsAreRefusedBeforeQueueingNamingTheField) {
