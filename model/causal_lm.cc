@@ -19,6 +19,18 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
     for (const auto& [module, device] : runtime.plan.device_map) devices.push_back(device.Name());
     runtime.accounting = std::make_shared<placement::RuntimeAccounting>(std::move(devices));
   }
+  if (runtime.compute_dtype != loader::DType::kF32 && runtime.compute_dtype != loader::DType::kBF16 &&
+      runtime.compute_dtype != loader::DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compute dtype ", std::string(loader::DTypeName(runtime.compute_dtype)),
+                     ": placer computes in F32, BF16 or F16"));
+  }
+  if (runtime.compute_dtype == loader::DType::kF16 &&
+      (!runtime.plan.execution_device.is_gpu() || runtime.plan.virtual_gpus)) {
+    return absl::InvalidArgumentError(
+        "compute dtype F16 needs a real GPU to execute on (the CPU has no F16 matrix "
+        "multiply, and virtual GPUs compute on it); use BF16 or F32");
+  }
   try {
     if (checkpoint->config().is_gpt2()) return LoadGpt2(checkpoint, runtime);
     return LoadLlama(checkpoint, runtime);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loader/dtype.h"
 #include "placement/runtime_accounting.h"
 #include "placement/runtime_plan.h"
 
@@ -73,11 +74,14 @@ struct ModelRuntime {
   // sequences (placement::KvCacheBlocks of the serving limits); 0: room for 8 sequences of
   // the longest length. CPU pools are virtual memory until blocks fill.
   int64_t kv_cache_blocks = 0;
+  // Weights, activations and the KV cache: F32, BF16 (CPU or GPU) or F16 (GPU only: the CPU
+  // has no F16 matrix multiply). Norms, softmax and logits are computed in F32 regardless.
+  loader::DType compute_dtype = loader::DType::kF32;
 };
 
 // Binds every weight of the checkpoint where the plan puts it (zero-copy views over the
-// mapped shards for cpu and disk when the stored dtype is F32) and returns the
-// architecture's model, which runs each block on its execution device. F32 compute.
+// mapped shards for cpu and disk when the stored dtype is the compute dtype) and returns the
+// architecture's model, which runs each block on its execution device.
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
     std::shared_ptr<const loader::Checkpoint> checkpoint, ModelRuntime runtime = {});
 

@@ -9,6 +9,17 @@
 
 namespace placer::model {
 
+at::ScalarType ComputeScalarType(const ModelRuntime& runtime) {
+  switch (runtime.compute_dtype) {
+    case loader::DType::kBF16:
+      return at::kBFloat16;
+    case loader::DType::kF16:
+      return at::kHalf;
+    default:
+      return at::kFloat;  // LoadCausalLm refuses every other dtype
+  }
+}
+
 std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,
                                                 const at::Tensor& k, const at::Tensor& v) {
   if (sequence.cache == nullptr) return {k, v};
@@ -34,7 +45,7 @@ absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
   }
   auto pool = KvBlockPool::Create(
       std::move(layers), config_.num_key_value_heads, config_.head_dim,
-      blocks, at::kFloat,
+      blocks, ComputeScalarType(runtime),
       runtime.accounting);
   if (!pool.ok()) return pool.status();
   kv_pool_ = *std::move(pool);

@@ -23,6 +23,9 @@ struct SequenceRows {
   KvCache* cache = nullptr;  // null for a one-off Forward: attention sees this pass only
 };
 
+// The tensor type of runtime.compute_dtype.
+at::ScalarType ComputeScalarType(const ModelRuntime& runtime);
+
 // The keys and values a sequence's queries attend to in decoder layer `layer`: this pass's
 // `k`/`v` appended to its cache, or just them when it has none.
 std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,

@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   auto dispatcher = placement::BlockDispatcher::Create(checkpoint, Gpt2Blocks(config),
-                                                       runtime.plan, at::kFloat, runtime.accounting);
+                                                       runtime.plan, ComputeScalarType(runtime), runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
   auto model = std::make_unique<Gpt2>(config, *std::move(dispatcher));
   if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;

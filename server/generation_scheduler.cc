@@ -132,11 +132,15 @@ bool GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
                  running_.end());
   // In arrival order, each with the KV blocks for its whole length, so that a running stream
   // never runs out later; the first that does not get them waits for blocks to come back.
+  bool admitted = false;
   while (static_cast<int>(running_.size()) < limits_.max_batch_size && !queue_.empty()) {
     Job& job = *queue_.front();
     auto sequence = model_->NewSequence(static_cast<int64_t>(job.request.prompt.size()) +
                                         job.request.max_new_tokens);
-    if (absl::IsResourceExhausted(sequence.status())) return false;
+    if (absl::IsResourceExhausted(sequence.status())) {
+      PublishAdmissions(admitted);
+      return false;
+    }
     if (!sequence.ok()) {
       Finish(job, sequence.status());
       progress_.notify_all();
@@ -146,8 +150,17 @@ bool GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
       running_.push_back(queue_.front());
     }
     queue_.pop_front();
+    admitted = true;
   }
+  PublishAdmissions(admitted);
   return true;
+}
+
+void GenerationScheduler::PublishAdmissions(bool admitted) {
+  // Before the new streams' first tokens: a client holding one sees itself counted running.
+  if (admitted && on_step_) {
+    on_step_(0, {static_cast<int>(queue_.size()), static_cast<int>(running_.size()), steps_});
+  }
 }
 
 void GenerationScheduler::RunEngine() {

@@ -38,7 +38,9 @@ class GenerationScheduler {
  public:
   using Clock = std::chrono::steady_clock;
   // After every step: the sequences that step advanced together, and running/queued after it
-  // (for the batch-size histogram and the queue and running gauges).
+  // (for the batch-size histogram and the queue and running gauges); also with 0 sequences
+  // when requests join the batch, before their first tokens (called with the lock held then,
+  // so it must not call back into the scheduler).
   using StepObserver = std::function<void(int step_sequences, const SchedulerFigures& after)>;
 
   GenerationScheduler(std::shared_ptr<const model::CausalLm> model, SchedulerLimits limits,
@@ -67,6 +69,7 @@ class GenerationScheduler {
   // Moves queued requests into the running batch while there is room and KV blocks; false
   // when the first waiting one is held back for blocks. mutex_ held, engine thread only.
   bool Admit(std::unique_lock<std::mutex>& lock);
+  void PublishAdmissions(bool admitted);  // mutex_ held
   int Step(std::vector<std::shared_ptr<Job>>& running);  // sequences advanced
   void Finish(Job& job, absl::StatusOr<model::FinishReason> outcome);  // mutex_ held
 

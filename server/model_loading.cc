@@ -42,15 +42,13 @@ void LoadTokenizer(const loader::Checkpoint& checkpoint, ModelSnapshot* snapshot
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
                                               placement::PlanCommandArgs placement,
                                               bool prefetch) {
-  // The model computes in float32 on this build, so that is what the plan must size.
+  // F32 unless --dtype says otherwise; the plan is sized in the same dtype.
   if (placement.dtype.empty()) placement.dtype = "F32";
   auto compute_dtype = loader::ParseDType(placement.dtype);
   if (!compute_dtype.ok()) compute_dtype = loader::ParseTorchDTypeName(placement.dtype);
-  if (compute_dtype.ok() && *compute_dtype != loader::DType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dtype ", placement.dtype,
-        ": placerd computes in float32 for now (BF16/F16 compute is not implemented); "
-        "leave --dtype unset or pass F32"));
+  if (!compute_dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", placement.dtype, ": ", compute_dtype.status().message()));
   }
 
   // Open validates the whole checkpoint from its headers (no tensor data), so every file
@@ -77,6 +75,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   if (!limits.ok()) return limits.status();
   runtime.max_sequence_length = limits->max_seq_len;
   runtime.kv_cache_blocks = placement::KvCacheBlocks(*limits);
+  runtime.compute_dtype = *compute_dtype;
   auto model = model::LoadCausalLm(*checkpoint, runtime);
   if (!model.ok()) return model.status();
 
@@ -85,6 +84,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   snapshot.path = dir;
   snapshot.architecture = std::string(loader::ArchitectureName((*checkpoint)->config().architecture));
   snapshot.dtype = std::string(loader::DTypeName((*checkpoint)->dtype()));
+  snapshot.compute_dtype = std::string(loader::DTypeName(*compute_dtype));
   snapshot.parameter_count = static_cast<uint64_t>((*checkpoint)->parameter_count());
   LoadTokenizer(**checkpoint, &snapshot);
   snapshot.model = std::move(*model);

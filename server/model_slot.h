@@ -31,7 +31,8 @@ struct ModelSnapshot {
   ModelState state = ModelState::kNone;
   std::string path;
   std::string architecture;
-  std::string dtype;
+  std::string dtype;          // the checkpoint's
+  std::string compute_dtype;  // --dtype
   uint64_t parameter_count = 0;
   std::string error;  // why loading failed, when state is kFailed
   bool has_tokenizer = false;  // a usable tokenizer: `tokenizer` is set

@@ -174,6 +174,7 @@ grpc::Status PlacerService::GetModelInfo(grpc::ServerContext* context,
   response->set_model_path(model->path);
   response->set_architecture(model->architecture);
   response->set_dtype(model->dtype);
+  response->set_compute_dtype(model->compute_dtype);
   response->set_parameter_count(model->parameter_count);
   response->set_error(model->error);
   response->set_server_version(PLACER_VERSION);
