@@ -223,6 +223,7 @@ struct DrainObservations {
   std::atomic<Clock::rep> not_serving_at{Clock::time_point::max().time_since_epoch().count()};
   std::atomic<int> finished_during_drain{0};  // completed normally after the signal
   std::atomic<int> cut_by_timeout{0};         // UNAVAILABLE after --drain-timeout
+  std::atomic<int> cancelled_by_grpc_at_shutdown{0};
   std::atomic<bool> checked_health{false};
   std::atomic<int> health_after_refusal{-1};  // client::Health of a Check after a refusal
 };
@@ -244,7 +245,7 @@ void DrainClient(const std::string& target, int seed, const std::atomic<bool>& s
     v1::GenerateRequest request;
     request.add_prompt_token_ids(1 + static_cast<int>(random() % 200));
     request.mutable_params()->set_ignore_eos(true);
-    request.mutable_params()->set_max_new_tokens(kind == 1 ? 300 + random() % 500
+    request.mutable_params()->set_max_new_tokens(kind == 1 ? 250 + random() % 200
                                                            : 4 + random() % 12);
     if (kind == 2) {
       request.clear_prompt_token_ids();
@@ -285,7 +286,12 @@ void DrainClient(const std::string& target, int seed, const std::atomic<bool>& s
         started > Clock::time_point(Clock::duration(not_serving_at)) + milliseconds(300);
     bool expected = false;
     if (long_after_not_serving) {
-      expected = code == grpc::StatusCode::UNAVAILABLE && !message.empty();
+      // Never admitted (the gate had closed). gRPC core itself cancels a call that reaches the
+      // server after Server::Shutdown began and before the client read the GOAWAY: it never
+      // gets to placerd's handlers (see server/README.md, "Draining"). Counted, not hidden.
+      const bool at_listener_close = code == grpc::StatusCode::CANCELLED && messages == 0;
+      if (at_listener_close) ++seen.cancelled_by_grpc_at_shutdown;
+      expected = (code == grpc::StatusCode::UNAVAILABLE && !message.empty()) || at_listener_close;
     } else if (code == grpc::StatusCode::UNAVAILABLE) {
       // Refused at the door, cut after --drain-timeout with a reason, or no listener any more;
       // never an admitted stream ending without a word.
@@ -302,8 +308,18 @@ void DrainClient(const std::string& target, int seed, const std::atomic<bool>& s
     }
     if (status.ok() && before_signal && signalled) ++seen.finished_during_drain;
     if (cut) ++seen.cut_by_timeout;
+    // When, against the moment health turned NOT_SERVING (that is, draining began).
+    const auto since_not_serving = [&](Clock::time_point at) -> std::string {
+      if (not_serving_at == Clock::time_point::max().time_since_epoch().count()) return "?";
+      return std::to_string(std::chrono::duration_cast<milliseconds>(
+                                at - Clock::time_point(Clock::duration(not_serving_at)))
+                                .count()) + " ms";
+    };
     tally.Add(name + (before_signal ? "" : " (signalled)"), code,
-              message + " after " + std::to_string(messages) + " message(s)", expected);
+              message + " after " + std::to_string(messages) + " message(s), started " +
+                  since_not_serving(started) + ", ended " + since_not_serving(Clock::now()) +
+                  " from NOT_SERVING",
+              expected);
     if (code == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(milliseconds(20));
   }
 }
@@ -376,7 +392,8 @@ TEST_F(Load, SigtermUnderLoadDrainsAsDescribed) {
   EXPECT_NE(daemon.Log().find("draining:"), std::string::npos) << daemon.Log();
   std::cout << "exit " << exit_seconds << " s after SIGTERM; " << seen.finished_during_drain
             << " stream(s) finished during the drain, " << seen.cut_by_timeout
-            << " cut after --drain-timeout\n"
+            << " cut after --drain-timeout; " << seen.cancelled_by_grpc_at_shutdown
+            << " new request(s) cancelled by gRPC as the listener closed\n"
             << tally.Summary();
 }
 
