@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <google/protobuf/stubs/common.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "placer/v1/placer.pb.h"
 #include "proto/wire/request_wire.h"
 #include "tests/fuzz/request_wire_fuzz_entry_point.h"
@@ -97,6 +101,18 @@ TEST(RequestWireFuzzEntryPoint, AgreesWithProtobufOnMutationsOfARequest) {
   }
   // Reaching here means no trap: every mutation was judged as protobuf judges it.
   SUCCEED();
+}
+
+TEST(RequestWireFuzzEntryPoint, SavedInputsStillPass) {
+  int fed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(PLACER_REQUEST_WIRE_REGRESSIONS)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    Feed(bytes.str());
+    ++fed;
+  }
+  EXPECT_GE(fed, 2);
 }
 
 }  // namespace
