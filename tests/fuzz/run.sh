@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the loader's, the tokenizer's and the request parser's (proto/wire) libFuzzer
-# targets with clang (ASan + UBSan) in build-fuzz/ and runs each for a share of SECONDS from a seed corpus that the
-# checkpoint writer makes. Crashes are left in build-fuzz/artifacts-*/;
+# targets with clang (ASan + UBSan) in build-fuzz/ and runs each for a share of SECONDS
+# from a seed corpus that the checkpoint writer makes (request_wire: its saved inputs). Crashes are left in build-fuzz/artifacts-*/;
 # copy reproducers into tests/fuzz/regressions/<target>/ so ctest keeps them.
 #   tests/fuzz/run.sh SECONDS [TARGET...]
 set -euo pipefail
