@@ -1,5 +1,9 @@
 #include "server/placer_service.h"
 
+#include <grpcpp/support/method_handler.h>
+
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "model/causal_lm.h"
 #include "model/generation.h"
@@ -41,7 +45,40 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
                              "placerd is draining (shutting down); retry on another replica");
 
+// The paths in placer.proto (service placer.v1.Placer); every e2e test calls them through
+// the generated stubs, so a mismatch would fail them all.
+constexpr char kGenerate[] = "/placer.v1.Placer/Generate";
+constexpr char kForward[] = "/placer.v1.Placer/Forward";
+constexpr char kTokenize[] = "/placer.v1.Placer/Tokenize";
+constexpr char kGetModelInfo[] = "/placer.v1.Placer/GetModelInfo";
+
+template <class Request, class Response>
+grpc::internal::RpcServiceMethod* UnaryMethod(
+    const char* path,
+    grpc::Status (PlacerService::*handler)(grpc::ServerContext*, const Request*, Response*),
+    PlacerService* service) {
+  // RequestType as its own base type: gRPC reads it with SerializationTraits<Request>.
+  return new grpc::internal::RpcServiceMethod(
+      path, grpc::internal::RpcMethod::NORMAL_RPC,
+      new grpc::internal::RpcMethodHandler<PlacerService, Request, Response>(
+          std::mem_fn(handler), service));
+}
+
 }  // namespace
+
+PlacerService::PlacerService(const ModelSlot* model, RequestGate* gate, DaemonMetrics* metrics,
+                             TextLimits text_limits)
+    : model_(model), gate_(gate), metrics_(metrics), text_limits_(text_limits) {
+  // In placer.proto's order, as the generated service would add them.
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      kGenerate, grpc::internal::RpcMethod::SERVER_STREAMING,
+      new grpc::internal::ServerStreamingHandler<PlacerService, v1::GenerateRequest,
+                                                 v1::GenerateResponse>(
+          std::mem_fn(&PlacerService::Generate), this)));
+  AddMethod(UnaryMethod(kForward, &PlacerService::Forward, this));
+  AddMethod(UnaryMethod(kTokenize, &PlacerService::Tokenize, this));
+  AddMethod(UnaryMethod(kGetModelInfo, &PlacerService::GetModelInfo, this));
+}
 
 grpc::Status PlacerService::Finish(const char* rpc, grpc::Status status) {
   metrics_->CountRequest(rpc, CodeName(status.error_code()));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the loader's and the tokenizer's libFuzzer targets with clang (ASan + UBSan) in
-# build-fuzz/ and runs each for a share of SECONDS from a seed corpus that the
-# checkpoint writer makes. Crashes are left in build-fuzz/artifacts-*/;
+# Builds the loader's, the tokenizer's and the request parser's (proto/wire) libFuzzer
+# targets with clang (ASan + UBSan) in build-fuzz/ and runs each for a share of SECONDS
+# from a seed corpus that the checkpoint writer makes (request_wire: its saved inputs). Crashes are left in build-fuzz/artifacts-*/;
 # copy reproducers into tests/fuzz/regressions/<target>/ so ctest keeps them.
 #   tests/fuzz/run.sh SECONDS [TARGET...]
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config tokenizer_json tokenizer_text)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config tokenizer_json tokenizer_text request_wire)
 build=build-fuzz
 
 command -v clang++ >/dev/null || { echo "run.sh: clang++ is required" >&2; exit 1; }
@@ -23,7 +23,7 @@ status=0
 for target in "${targets[@]}"; do
   corpus=tests/fuzz/corpus-$target
   artifacts=$build/artifacts-$target
-  mkdir -p "$corpus" "$artifacts"
+  mkdir -p "$corpus" "$artifacts" "$build/seeds/$target" "tests/fuzz/regressions/$target"
   echo "== $target: ${per_target}s"
   # One worker: the build machines have two cores.
   "$build/${target}_fuzzer" "$corpus" "$build/seeds/$target" "tests/fuzz/regressions/$target" \
