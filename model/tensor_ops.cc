@@ -1,6 +1,7 @@
 #include "model/tensor_ops.h"
 
 #include <cmath>
+#include <vector>
 
 namespace placer::model {
 
@@ -11,6 +12,19 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 }
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const bool one_row = x.dim() >= 1 && x.numel() == x.size(-1) && x.numel() > 0;
+  const bool plain_bias = !bias.defined() || bias.dim() == 1;
+  if (one_row && plain_bias && weight.dim() == 2 && x.scalar_type() == at::kFloat &&
+      weight.scalar_type() == at::kFloat) {
+    // Batch-1 decode: at::linear would call sgemm with M = 1, and OpenBLAS's sgemm first
+    // packs (copies) the whole weight matrix, reading every weight byte three times.
+    // gemv reads it once (5x faster for a 2048x768 projection with 2 threads here).
+    const at::Tensor row = x.reshape({x.size(-1)});
+    const at::Tensor y = bias.defined() ? at::addmv(bias, weight, row) : at::mv(weight, row);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return y.view(shape);
+  }
   return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
 }
 

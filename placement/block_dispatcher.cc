@@ -1,9 +1,11 @@
 #include "placement/block_dispatcher.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/strides.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -18,6 +20,14 @@ namespace {
 uint64_t Bytes(const at::Tensor& tensor) {
   return static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
 }
+
+// Where each staged tensor starts inside a slot: aligned for vector loads and CUDA kernels.
+constexpr uint64_t kSlotAlignment = 256;
+uint64_t SlotSpan(const at::Tensor& tensor) {
+  return (Bytes(tensor) + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+}
+
+constexpr size_t kStagingSlots = 2;  // the block computing and the one being prefetched
 
 bool StoredAs(const loader::Checkpoint& checkpoint, const std::string& name,
               at::ScalarType dtype) {
@@ -168,11 +178,17 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
   bool any_staged = false;
   for (const BoundBlock& block : dispatcher->blocks_) any_staged |= block.staged;
   if (any_staged) {
+    try {
+      dispatcher->AllocateStagingSlots(plan.execution_device);
+    } catch (const c10::Error& e) {
+      return absl::ResourceExhaustedError(absl::StrCat("allocating the staging slots on ",
+                                                       plan.execution_device.Name(), " failed: ",
+                                                       e.what_without_backtrace()));
+    }
     BlockDispatcher* self = dispatcher.get();
-    // Two slots: the block computing and the one being prefetched (the plan's staging reserve).
     dispatcher->stager_ = std::make_unique<WeightStager>(
-        2, [self](size_t block) { return self->Stage(block); }, self->accounting_.get(),
-        plan.execution_device.Name());
+        kStagingSlots, [self](size_t block, size_t slot) { return self->Stage(block, slot); },
+        self->accounting_.get(), plan.execution_device.Name());
   }
   return dispatcher;
 }
@@ -183,20 +199,48 @@ at::Device BlockDispatcher::torch_device(size_t block) const {
   return TorchDeviceOf(blocks_[block].execution_device, transfer_.virtual_gpus());
 }
 
-BlockWeights BlockDispatcher::Stage(size_t block) const {
+void BlockDispatcher::AllocateStagingSlots(const Device& execution_device) {
+  uint64_t largest = 0;
+  for (const BoundBlock& block : blocks_) {
+    if (!block.staged) continue;
+    uint64_t bytes = 0;
+    for (const at::Tensor& tensor : block.weights) {
+      if (tensor.defined()) bytes += SlotSpan(tensor);
+    }
+    largest = std::max(largest, bytes);
+  }
+  const at::Device device = TorchDeviceOf(execution_device, transfer_.virtual_gpus());
+  for (size_t slot = 0; slot < kStagingSlots; ++slot) {
+    // Not touched here: host pages fault in once, on the first pass, and stay.
+    staging_slots_.push_back(at::empty({static_cast<int64_t>(largest)},
+                                       at::TensorOptions().dtype(at::kByte).device(device)));
+    slot_fences_.emplace_back();
+  }
+}
+
+BlockWeights BlockDispatcher::Stage(size_t block, size_t slot) const {
   const BoundBlock& bound = blocks_[block];
   const at::Device target = torch_device(block);
+  const at::Tensor& buffer = staging_slots_.at(slot);
   StagingStreamScope stream(target);
+  // The compute kernels that read this slot's previous block must be done before it is
+  // overwritten (a no-op on the CPU, where they are).
+  slot_fences_[slot].WaitOnCurrentStream(target);
   BlockWeights staged;
   staged.reserve(bound.weights.size());
+  uint64_t offset = 0;
   for (const at::Tensor& source : bound.weights) {
     if (!source.defined()) {
       staged.emplace_back();
       continue;
     }
-    at::Tensor destination = at::empty(source.sizes(), source.options().device(target));
+    // A contiguous view of the slot's bytes, typed like the source.
+    at::Tensor destination = at::empty({0}, buffer.options().dtype(source.scalar_type()));
+    destination.set_(buffer.storage(), static_cast<int64_t>(offset) / source.element_size(),
+                     source.sizes(), c10::contiguous_strides(source.sizes()));
     transfer_.CopyInto(destination, source, bound.weights_device, bound.execution_device);
     staged.push_back(std::move(destination));
+    offset += SlotSpan(source);
   }
   stream.WaitForCopies();
   return staged;
@@ -237,6 +281,8 @@ BlockDispatcher::Pass::~Pass() { ReleaseStaged(); }
 void BlockDispatcher::Pass::ReleaseStaged() {
   if (staged_weights_ == nullptr) return;
   staged_weights_.reset();
+  // The block's kernels are queued: the next copy into its slot waits for them.
+  dispatcher_.slot_fences_[staged_slot_].Record(dispatcher_.torch_device(staged_block_));
   dispatcher_.stager_->Release(staged_block_);
 }
 
@@ -256,10 +302,9 @@ const BlockWeights& BlockDispatcher::Pass::Enter(size_t block,
     return bound.weights;
   }
   double waited = 0;
-  staged_weights_ = dispatcher_.stager_->Acquire(block, &waited);
+  staged_weights_ = dispatcher_.stager_->Acquire(block, &waited, &staged_slot_);
   staged_block_ = block;
   dispatcher_.accounting_->AddOffloadWait(waited);
-  UseOnComputeStream(*staged_weights_);
   if (dispatcher_.prefetch_) dispatcher_.stager_->Prefetch(dispatcher_.NextStaged(block));
   return *staged_weights_;
 }

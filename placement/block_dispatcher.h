@@ -17,6 +17,7 @@
 #include "placement/device_transfer.h"
 #include "placement/runtime_accounting.h"
 #include "placement/runtime_plan.h"
+#include "placement/staging_stream.h"
 #include "placement/weight_stager.h"
 
 namespace placer::placement {
@@ -65,6 +66,7 @@ class BlockDispatcher {
     std::unique_lock<std::mutex> lock_;
     std::shared_ptr<const BlockWeights> staged_weights_;
     size_t staged_block_ = 0;
+    size_t staged_slot_ = 0;
   };
 
  private:
@@ -79,7 +81,9 @@ class BlockDispatcher {
 
   BlockDispatcher(bool virtual_gpus, std::shared_ptr<RuntimeAccounting> accounting)
       : transfer_(virtual_gpus, accounting.get()), accounting_(std::move(accounting)) {}
-  BlockWeights Stage(size_t block) const;
+  // Copies the block's weights into staging slot `slot` (views of its buffer).
+  BlockWeights Stage(size_t block, size_t slot) const;
+  void AllocateStagingSlots(const Device& execution_device);
   void ReadAhead(size_t block) const;
   size_t NextStaged(size_t block) const;  // cyclic: the next pass starts over
   size_t NextOnDisk(size_t block) const;
@@ -88,6 +92,11 @@ class BlockDispatcher {
   DeviceTransfer transfer_;
   std::shared_ptr<RuntimeAccounting> accounting_;
   bool prefetch_ = true;
+  // The plan's two staging slots, allocated once on the execution device and sized for the
+  // largest staged block: staging copies into them instead of allocating (and, in host
+  // memory, page-faulting) every staged byte on every pass.
+  std::vector<at::Tensor> staging_slots_;
+  mutable std::vector<SlotFence> slot_fences_;
   std::unique_ptr<WeightStager> stager_;
   std::mutex pass_mutex_;
 };

@@ -1,7 +1,7 @@
 #include "placement/staging_stream.h"
 
 #if PLACER_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -30,12 +30,25 @@ void StagingStreamScope::WaitForCopies() {
   if (state_->stream) state_->stream->synchronize();
 }
 
-void UseOnComputeStream(const BlockWeights& weights) {
-  for (const at::Tensor& tensor : weights) {
-    if (!tensor.defined() || !tensor.is_cuda()) continue;
-    c10::cuda::CUDACachingAllocator::recordStream(
-        tensor.storage().data_ptr(), c10::cuda::getCurrentCUDAStream(tensor.device().index()));
-  }
+struct SlotFence::State {
+  std::optional<at::cuda::CUDAEvent> compute_done;
+};
+
+SlotFence::SlotFence() : state_(std::make_unique<State>()) {}
+SlotFence::~SlotFence() = default;
+SlotFence::SlotFence(SlotFence&&) noexcept = default;
+SlotFence& SlotFence::operator=(SlotFence&&) noexcept = default;
+
+void SlotFence::Record(const at::Device& device) {
+  if (!device.is_cuda()) return;
+  if (!state_->compute_done) state_->compute_done.emplace();
+  state_->compute_done->record(c10::cuda::getCurrentCUDAStream(device.index()));
+}
+
+void SlotFence::WaitOnCurrentStream(const at::Device& device) {
+  if (!device.is_cuda() || !state_->compute_done) return;
+  // Inside a StagingStreamScope the current stream is the staging side stream.
+  state_->compute_done->block(c10::cuda::getCurrentCUDAStream(device.index()));
 }
 
 #else
@@ -45,7 +58,14 @@ struct StagingStreamScope::State {};
 StagingStreamScope::StagingStreamScope(const at::Device&) {}
 StagingStreamScope::~StagingStreamScope() = default;
 void StagingStreamScope::WaitForCopies() {}
-void UseOnComputeStream(const BlockWeights&) {}
+struct SlotFence::State {};
+
+SlotFence::SlotFence() : state_(std::make_unique<State>()) {}
+SlotFence::~SlotFence() = default;
+SlotFence::SlotFence(SlotFence&&) noexcept = default;
+SlotFence& SlotFence::operator=(SlotFence&&) noexcept = default;
+void SlotFence::Record(const at::Device&) {}
+void SlotFence::WaitOnCurrentStream(const at::Device&) {}
 
 #endif
 

@@ -1,7 +1,7 @@
 // CUDA streams for staging, compiled out without CUDA. Staging copies run on a side stream so
 // they overlap the compute stream; the compute stream may use a staged tensor only after the
-// copies finished, and the allocator must not hand its memory to the next staging while
-// compute kernels queued on it may still read it.
+// copies finished, and the next copy into the same staging slot must wait until compute
+// kernels queued on it no longer read it.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,7 +28,24 @@ class StagingStreamScope {
   std::unique_ptr<State> state_;
 };
 
-// Marks staged tensors as used by the current (compute) stream of their device.
-void UseOnComputeStream(const BlockWeights& weights);
+// A staging slot's buffer is reused across blocks: the next copy into it may start only after
+// the compute stream finished the kernels that read the previous block from it. Record() is
+// called on the compute thread when that block is released (its kernels are queued by then);
+// WaitOnCurrentStream() inside a StagingStreamScope makes the side stream wait for that point.
+// Both are no-ops for the CPU, where compute has finished when the block is released.
+class SlotFence {
+ public:
+  SlotFence();
+  ~SlotFence();
+  SlotFence(SlotFence&&) noexcept;
+  SlotFence& operator=(SlotFence&&) noexcept;
+
+  void Record(const at::Device& device);
+  void WaitOnCurrentStream(const at::Device& device);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace placer::placement

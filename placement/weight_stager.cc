@@ -21,6 +21,7 @@ WeightStager::WeightStager(size_t slots, StageFunction stage, RuntimeAccounting*
       stage_(std::move(stage)),
       accounting_(accounting),
       execution_device_(std::move(execution_device)),
+      index_in_use_(slots_, false),
       worker_([this] { Work(); }) {}
 
 WeightStager::~WeightStager() {
@@ -43,7 +44,7 @@ void WeightStager::Fill(size_t block, Slot& slot, std::unique_lock<std::mutex>& 
   std::shared_ptr<const BlockWeights> weights;
   std::exception_ptr error;
   try {
-    weights = std::make_shared<const BlockWeights>(stage_(block));
+    weights = std::make_shared<const BlockWeights>(stage_(block, slot.index));
   } catch (...) {
     error = std::current_exception();
   }
@@ -76,21 +77,33 @@ void WeightStager::Prefetch(size_t block) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (staged_.count(block) > 0 || staged_.size() >= slots_) return;
-    staged_.emplace(block, Slot{});
+    AddSlot(block);
     queue_.push_back(block);
   }
   changed_.notify_all();
+}
+
+WeightStager::Slot& WeightStager::AddSlot(size_t block) {
+  Slot slot;
+  while (index_in_use_[slot.index]) ++slot.index;
+  index_in_use_[slot.index] = true;
+  return staged_.emplace(block, std::move(slot)).first->second;
+}
+
+void WeightStager::EraseSlot(std::map<size_t, Slot>::iterator slot) {
+  if (accounting_ != nullptr && slot->second.bytes > 0) {
+    accounting_->AddMemory(execution_device_, MemoryKind::kStaging,
+                           -static_cast<int64_t>(slot->second.bytes));
+  }
+  index_in_use_[slot->second.index] = false;
+  staged_.erase(slot);
 }
 
 void WeightStager::EvictIdleSlot(std::unique_lock<std::mutex>& lock) {
   while (staged_.size() >= slots_) {
     for (auto it = staged_.begin(); it != staged_.end(); ++it) {
       if (it->second.ready && !it->second.in_use) {
-        if (accounting_ != nullptr && it->second.bytes > 0) {
-          accounting_->AddMemory(execution_device_, MemoryKind::kStaging,
-                                 -static_cast<int64_t>(it->second.bytes));
-        }
-        staged_.erase(it);
+        EraseSlot(it);
         return;
       }
     }
@@ -99,13 +112,15 @@ void WeightStager::EvictIdleSlot(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-std::shared_ptr<const BlockWeights> WeightStager::Acquire(size_t block, double* waited_seconds) {
+std::shared_ptr<const BlockWeights> WeightStager::Acquire(size_t block, double* waited_seconds,
+                                                          size_t* slot_index) {
   const auto started = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = staged_.find(block);
   if (it == staged_.end()) {
     EvictIdleSlot(lock);
-    it = staged_.emplace(block, Slot{}).first;
+    AddSlot(block);
+    it = staged_.find(block);
     Fill(block, it->second, lock);
   } else {
     changed_.wait(lock, [&] { return it->second.ready; });
@@ -117,11 +132,12 @@ std::shared_ptr<const BlockWeights> WeightStager::Acquire(size_t block, double* 
   Slot& slot = it->second;
   if (slot.error) {
     std::exception_ptr error = slot.error;
-    staged_.erase(it);
+    EraseSlot(it);
     changed_.notify_all();
     std::rethrow_exception(error);
   }
   slot.in_use = true;
+  if (slot_index != nullptr) *slot_index = slot.index;
   return slot.weights;
 }
 
@@ -129,11 +145,7 @@ void WeightStager::Release(size_t block) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = staged_.find(block);
   if (it == staged_.end()) return;
-  if (accounting_ != nullptr && it->second.bytes > 0) {
-    accounting_->AddMemory(execution_device_, MemoryKind::kStaging,
-                           -static_cast<int64_t>(it->second.bytes));
-  }
-  staged_.erase(it);
+  EraseSlot(it);
   changed_.notify_all();
 }
 

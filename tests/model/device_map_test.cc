@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "placement/block_dispatcher.h"
 
 namespace placer::model {
 namespace {
@@ -241,6 +243,47 @@ TEST_P(LlamaDeviceMaps, PrefetchStagesTheNextOffloadedBlockAhead) {
   ASSERT_TRUE(StagingSettlesAt(*loaded.accounting, layer2));
   EXPECT_EQ(loaded.accounting->Transferred("cpu", "cuda:0"),
             2 * tokens * 8 + 3 * layer2 + 2 * layer3);
+}
+
+TEST_P(LlamaDeviceMaps, StagedBlocksReuseTheTwoStagingSlotsOnEveryPass) {
+  // Every layer on cpu, run on one virtual GPU: four staged blocks per pass, two slots.
+  std::vector<placement::BlockSpec> blocks;
+  for (int i = 0; i < kLayers; ++i) {
+    placement::BlockSpec spec{absl::StrCat(arch().layer_prefix, i), {}};
+    for (const auto& [name, info] : checkpoint_->tensors()) {
+      if (name.rfind(spec.module + ".", 0) == 0) spec.tensors.push_back({name});
+    }
+    blocks.push_back(std::move(spec));
+  }
+  for (bool prefetch : {false, true}) {
+    RuntimePlan plan = PlanOf({{"", kCpu}}, Gpu(0), prefetch);
+    plan.virtual_gpus = true;
+    auto accounting = std::make_shared<placement::RuntimeAccounting>(
+        std::vector<std::string>{"cuda:0", "cpu"});
+    auto dispatcher =
+        placement::BlockDispatcher::Create(checkpoint_, blocks, plan, at::kFloat, accounting);
+    ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+    std::set<const void*> storages;
+    for (int pass_number = 0; pass_number < 3; ++pass_number) {
+      placement::BlockDispatcher::Pass pass(**dispatcher);
+      Device current = kCpu;
+      for (size_t block = 0; block < blocks.size(); ++block) {
+        const placement::BlockWeights& weights = pass.Enter(block, {}, &current);
+        ASSERT_EQ(weights.size(), blocks[block].tensors.size());
+        for (size_t t = 0; t < weights.size(); ++t) {
+          auto source = checkpoint_->ReadTensor(blocks[block].tensors[t].name, at::kFloat,
+                                                at::Device(at::kCPU));
+          ASSERT_TRUE(source.ok()) << source.status();
+          EXPECT_TRUE(at::equal(weights[t], *source)) << blocks[block].tensors[t].name;
+          EXPECT_TRUE(weights[t].is_alias_of(weights[0])) << "a staged block lives in one slot";
+          storages.insert(weights[t].storage().data());
+        }
+      }
+    }
+    // Without prefetch a block is released before the next is staged, so one slot serves all.
+    EXPECT_EQ(storages.size(), prefetch ? 2u : 1u)
+        << "4 staged blocks x 3 passes reuse the slots, prefetch " << prefetch;
+  }
 }
 
 TEST_P(LlamaDeviceMaps, ConvertedDiskTensorsComeFromTheOffloadStore) {

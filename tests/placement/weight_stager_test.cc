@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -22,7 +24,7 @@ TEST(WeightStager, PrefetchStagesOnAnotherThreadAndAcquireWaitsForIt) {
   RuntimeAccounting accounting({"cuda:0"});
   WeightStager stager(
       2,
-      [&](size_t block) {
+      [&](size_t block, size_t) {
         staged_on = std::this_thread::get_id();
         copy_may_finish.wait();
         return Weights(block);
@@ -48,7 +50,7 @@ TEST(WeightStager, PrefetchStagesOnAnotherThreadAndAcquireWaitsForIt) {
 TEST(WeightStager, NeverStagesMoreBlocksThanSlots) {
   std::atomic<int> copies{0};
   WeightStager stager(
-      2, [&](size_t block) { ++copies; return Weights(block); }, nullptr, "cuda:0");
+      2, [&](size_t block, size_t) { ++copies; return Weights(block); }, nullptr, "cuda:0");
   auto first = stager.Acquire(0, nullptr);
   stager.Prefetch(1);
   stager.Prefetch(2);  // no slot left: ignored, not queued
@@ -67,7 +69,7 @@ TEST(WeightStager, AnIdlePrefetchedBlockIsEvictedForTheBlockNeededNow) {
   std::mutex mutex;
   WeightStager stager(
       1,
-      [&](size_t block) {
+      [&](size_t block, size_t) {
         std::lock_guard<std::mutex> lock(mutex);
         staged.insert(block);
         return Weights(block);
@@ -82,7 +84,7 @@ TEST(WeightStager, AnIdlePrefetchedBlockIsEvictedForTheBlockNeededNow) {
 TEST(WeightStager, AFailedCopyIsRethrownToTheBlockThatNeedsIt) {
   WeightStager stager(
       2,
-      [](size_t block) -> BlockWeights {
+      [](size_t block, size_t) -> BlockWeights {
         if (block == 1) TORCH_CHECK(false, "out of memory staging block ", block);
         return Weights(block);
       },
@@ -100,6 +102,40 @@ TEST(WeightStager, AFailedCopyIsRethrownToTheBlockThatNeedsIt) {
       c10::Error);
   EXPECT_EQ(stager.staged_blocks(), 0u) << "the failed slot is given back";
   EXPECT_EQ((*stager.Acquire(0, nullptr))[0][0].item<float>(), 0.0f);
+}
+
+TEST(WeightStager, BlocksStagedAtOnceOwnDifferentSlotsAndAReleasedSlotIsReused) {
+  std::mutex mutex;
+  std::map<size_t, size_t> slot_of_block;  // as the stage function was told
+  WeightStager stager(
+      2,
+      [&](size_t block, size_t slot) {
+        std::lock_guard<std::mutex> lock(mutex);
+        slot_of_block[block] = slot;
+        return Weights(block);
+      },
+      nullptr, "cuda:0");
+  size_t first_slot = 9, second_slot = 9;
+  auto first = stager.Acquire(0, nullptr, &first_slot);
+  stager.Prefetch(1);
+  auto second = stager.Acquire(1, nullptr, &second_slot);
+  EXPECT_LT(first_slot, 2u);
+  EXPECT_LT(second_slot, 2u);
+  EXPECT_NE(first_slot, second_slot);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_EQ(slot_of_block[0], first_slot);
+    EXPECT_EQ(slot_of_block[1], second_slot);
+  }
+  stager.Release(0);
+  size_t third_slot = 9;
+  auto third = stager.Acquire(2, nullptr, &third_slot);
+  EXPECT_EQ(third_slot, first_slot) << "block 2 takes the slot block 0 gave back";
+  stager.Release(1);
+  stager.Prefetch(3);
+  size_t fourth_slot = 9;
+  auto fourth = stager.Acquire(3, nullptr, &fourth_slot);
+  EXPECT_EQ(fourth_slot, second_slot) << "a prefetch takes the free slot too";
 }
 
 }  // namespace
