@@ -64,6 +64,15 @@ struct ModelConfig {
   nlohmann::json raw;  // the file as parsed, for fields not normalized here
 
   bool is_gpt2() const { return architecture == Architecture::kGpt2; }
+  // The longest sequence the model runs: max_position_embeddings, times the factor with
+  // "dynamic" RoPE scaling, which rescales the rotary base beyond it (as transformers does).
+  std::int64_t context_length() const {
+    if (rope_scaling && rope_scaling->rope_type == "dynamic" && rope_scaling->factor > 1) {
+      return static_cast<std::int64_t>(static_cast<double>(max_position_embeddings) *
+                                       rope_scaling->factor);
+    }
+    return max_position_embeddings;
+  }
 };
 
 // Unknown architectures get an error listing the supported ones; a field of

@@ -27,7 +27,7 @@ std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, in
 }
 
 absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
-  max_positions_ = config_.max_position_embeddings;
+  max_positions_ = config_.context_length();
   if (runtime.max_sequence_length > 0) {
     max_positions_ = std::min<int64_t>(max_positions_, runtime.max_sequence_length);
   }
@@ -58,7 +58,7 @@ absl::Status DecoderOnlyModel::CheckTokens(const std::vector<int32_t>& token_ids
   if (static_cast<int64_t>(token_ids.size()) > room) {
     return absl::InvalidArgumentError(
         absl::StrCat("token_ids: ", token_ids.size(), " positions, but only ", room,
-                     " fit (the model allows ", config_.max_position_embeddings, ")"));
+                     " fit (at most ", max_positions_, " are served: the model's context, or --max-seq-len)"));
   }
   for (size_t i = 0; i < token_ids.size(); ++i) {
     if (token_ids[i] < 0 || token_ids[i] >= config_.vocab_size) {

@@ -77,7 +77,7 @@ absl::StatusOr<ServingLimits> ServingLimitsFor(const PlanCommandArgs& args,
   ServingLimits limits;
   limits.max_batch_size = args.max_batch_size;
   const std::int64_t context =
-      config.max_position_embeddings > 0 ? config.max_position_embeddings : kDefaultMaxSeqLen;
+      config.context_length() > 0 ? config.context_length() : kDefaultMaxSeqLen;
   // Never beyond the model's context: no sequence can be longer than that.
   limits.max_seq_len = args.max_seq_len > 0 ? std::min(args.max_seq_len, context)
                                             : std::min(context, kDefaultMaxSeqLen);

@@ -114,6 +114,11 @@ INSTANTIATE_TEST_SUITE_P(
                           "high_freq_factor": 4.0, "original_max_position_embeddings": 8}})")},
         ReferenceCase{"llama_linear_rope_scaling", "--arch llama --preset tiny --seed 6",
                       nlohmann::json::parse(R"({"rope_scaling": {"type": "linear", "factor": 4.0}})")},
+        // 12 tokens beyond the 8 positions of the config: the rotary base is rescaled.
+        ReferenceCase{"llama_dynamic_rope_scaling_beyond_max_positions",
+                      "--arch llama --preset tiny --seed 8",
+                      nlohmann::json::parse(R"({"max_position_embeddings": 8,
+                          "rope_scaling": {"type": "dynamic", "factor": 2.0}})")},
         ReferenceCase{"gpt2", "--arch gpt2 --preset tiny --seed 7", nullptr}),
     [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
 
