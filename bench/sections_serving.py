@@ -24,8 +24,8 @@ def batching(raw):
                         f"max {r['ttft']['max']:.2f} s"))
     first = runs[0]
     return {"what": "aggregate generated tokens/s and time to first token of N concurrent gRPC "
-                    "Generate streams on the small preset (greedy, ignore_eos); no continuous "
-                    "batching yet: each stream runs its own decode loop",
+                    "Generate streams on the small preset (greedy, ignore_eos), served by the "
+                    "continuous-batching scheduler (one engine thread, shared forward passes)",
             "results": {"prompt_tokens": first["prompt_tokens"], "new_tokens": first["new_tokens"],
                         "points": points, "samples": runs},
             "rows": rows}
