@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,14 +75,28 @@ class Llama final : public DecoderOnlyModel {
     const at::Tensor q = Linear(x, w[kQ], w[kQBias]);
     const at::Tensor k = Linear(x, w[kK], w[kKBias]);
     const at::Tensor v = Linear(x, w[kV], w[kVBias]);
+    // Rotary positions for all rows at once (a handful of operations per layer instead of a
+    // score per sequence), unless the frequencies depend on each sequence's length.
+    at::Tensor q_all = q.view({rows, heads, head_dim});
+    at::Tensor k_all = k.view({rows, kv_heads, head_dim});
+    const bool rows_at_once = !rotary_.length_dependent();
+    if (rows_at_once) {
+      std::vector<int64_t> positions;
+      positions.reserve(static_cast<size_t>(rows));
+      for (const SequenceRows& sequence : state.sequences) {
+        for (int64_t i = 0; i < sequence.length; ++i) positions.push_back(sequence.start + i);
+      }
+      std::tie(q_all, k_all) = rotary_.ApplyRows(q_all, k_all, positions);
+    }
     std::vector<at::Tensor> attended;
     for (const SequenceRows& sequence : state.sequences) {
       const int64_t length = sequence.length;
       auto rows_of = [&](const at::Tensor& t, int64_t n_heads) {
         return t.narrow(0, sequence.offset, length).view({length, n_heads, head_dim}).transpose(0, 1);
       };
-      auto [q_rotated, k_rotated] =
-          rotary_.Apply(rows_of(q, heads), rows_of(k, kv_heads), sequence.start);
+      at::Tensor q_rotated = rows_of(q_all, heads);
+      at::Tensor k_rotated = rows_of(k_all, kv_heads);
+      if (!rows_at_once) std::tie(q_rotated, k_rotated) = rotary_.Apply(q_rotated, k_rotated, sequence.start);
       auto [keys, values] = KeysAndValues(sequence, index, k_rotated, rows_of(v, kv_heads));
       attended.push_back(CausalAttention(q_rotated, keys, values)
                              .transpose(0, 1)

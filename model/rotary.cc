@@ -77,4 +77,14 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::Apply(const at::Tensor& q, co
   return {q * cos + RotateHalf(q) * sin, k * cos + RotateHalf(k) * sin};
 }
 
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
+    const at::Tensor& q, const at::Tensor& k, const std::vector<int64_t>& positions) const {
+  const at::Tensor rows = at::tensor(positions, at::kLong).to(at::kFloat);
+  const at::Tensor frequencies = at::outer(rows, base_inverse_frequencies_);
+  const at::Tensor angles = at::cat({frequencies, frequencies}, -1).unsqueeze(1);  // [T, 1, d]
+  const at::Tensor cos = angles.cos().to(q.device(), q.scalar_type());
+  const at::Tensor sin = angles.sin().to(q.device(), q.scalar_type());
+  return {q * cos + RotateHalf(q) * sin, k * cos + RotateHalf(k) * sin};
+}
+
 }  // namespace placer::model

@@ -1,5 +1,6 @@
-// Linear's one-row path (gemv, for batch-1 decode) must give what the general path gives for
-// the same row inside a batch, with and without bias, in the shape the caller passed.
+// Linear's gemv paths (one row for batch-1 decode; a few rows for batched decode) must give
+// what the general sgemm path gives for the same rows, with and without bias, in the shape the
+// caller passed.
 #include "model/tensor_ops.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,21 @@ TEST_P(LinearOneRow, EqualsTheSameRowInsideABatch) {
     ASSERT_EQ(one.sizes(), (at::IntArrayRef{1, 48}));
     EXPECT_TRUE(at::allclose(one[0], batch[r], /*rtol=*/1e-5, /*atol=*/1e-5)) << "row " << r;
   }
+}
+
+TEST_P(LinearOneRow, FewRowsByGemvEqualManyRowsBySgemm) {
+  // 3 rows go row by row (gemv), 20 rows through sgemm: each row the same either way.
+  const at::Tensor many = at::randn({20, 32});
+  const at::Tensor all = Linear(many, weight_, bias_);
+  const at::Tensor few = Linear(many.slice(0, 4, 7), weight_, bias_);
+  ASSERT_EQ(few.sizes(), (at::IntArrayRef{3, 48}));
+  EXPECT_TRUE(at::allclose(few, all.slice(0, 4, 7), 1e-5, 1e-5));
+  const at::Tensor want = at::matmul(many, weight_.t()) + (bias_.defined() ? bias_ : at::zeros({48}));
+  EXPECT_TRUE(at::allclose(all, want, 1e-5, 1e-5));
+  // Rows spread over leading dimensions keep them.
+  const at::Tensor batched = Linear(many.slice(0, 0, 6).view({2, 3, 32}), weight_, bias_);
+  EXPECT_EQ(batched.sizes(), (at::IntArrayRef{2, 3, 48}));
+  EXPECT_TRUE(at::allclose(batched.view({6, 48}), all.slice(0, 0, 6), 1e-5, 1e-5));
 }
 
 TEST_P(LinearOneRow, KeepsTheCallersShape) {
