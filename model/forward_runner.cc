@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 
@@ -133,7 +134,11 @@ at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
     }
     at::Tensor* input = block == 0 ? &state.tokens : &state.hidden;
     const placement::BlockWeights& weights = pass.Enter(block, {input}, &current);
+    const auto started = std::chrono::steady_clock::now();
     RunBlock(block, weights, state);
+    dispatcher_->accounting().AddBlockCompute(
+        dispatcher_->spec(block).module,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   return dispatcher_->transfer().Move(state.hidden, current, placement::Device::Cpu());
 }

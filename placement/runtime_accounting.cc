@@ -57,6 +57,15 @@ void RuntimeAccounting::AddOffloadWait(double seconds) {
   offload_wait_seconds_ += seconds;
 }
 
+void RuntimeAccounting::AddBlockCompute(const std::string& block, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, inserted] = block_index_.emplace(block, block_compute_.size());
+  if (inserted) block_compute_.push_back({block, 0, 0});
+  BlockCompute& entry = block_compute_[it->second];
+  entry.seconds += seconds;
+  ++entry.passes;
+}
+
 RuntimeFigures RuntimeAccounting::Figures() const {
   std::lock_guard<std::mutex> lock(mutex_);
   RuntimeFigures figures;
@@ -65,6 +74,7 @@ RuntimeFigures RuntimeAccounting::Figures() const {
     figures.transfers.push_back({pair.first, pair.second, bytes});
   }
   figures.offload_wait_seconds = offload_wait_seconds_;
+  figures.block_compute = block_compute_;
   return figures;
 }
 

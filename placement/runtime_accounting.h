@@ -32,10 +32,20 @@ struct TransferTotal {
   uint64_t bytes = 0;
 };
 
+// Host time spent running one block (embedding, a decoder layer, norm, lm_head), summed over
+// forward passes. On the CPU that is its compute; CUDA kernels run asynchronously, so on a GPU
+// it is the time to issue them.
+struct BlockCompute {
+  std::string block;  // "model.layers.3"
+  double seconds = 0;
+  uint64_t passes = 0;
+};
+
 struct RuntimeFigures {
   std::vector<DeviceUsage> devices;      // in the order given at construction
   std::vector<TransferTotal> transfers;  // ordered by (from, to)
   double offload_wait_seconds = 0;       // compute waiting for staged weights
+  std::vector<BlockCompute> block_compute;  // in the order blocks first ran
 };
 
 class RuntimeAccounting {
@@ -48,6 +58,7 @@ class RuntimeAccounting {
   void SetKvBlocks(const std::string& device, uint64_t used, uint64_t free);
   void AddTransfer(const std::string& from, const std::string& to, uint64_t bytes);
   void AddOffloadWait(double seconds);
+  void AddBlockCompute(const std::string& block, double seconds);
 
   RuntimeFigures Figures() const;
   uint64_t Used(const std::string& device, MemoryKind kind) const;
@@ -62,6 +73,8 @@ class RuntimeAccounting {
   std::vector<DeviceUsage> devices_;
   std::map<std::pair<std::string, std::string>, uint64_t> transfers_;
   double offload_wait_seconds_ = 0;
+  std::vector<BlockCompute> block_compute_;
+  std::map<std::string, size_t> block_index_;
 };
 
 }  // namespace placer::placement

@@ -118,7 +118,14 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
                         "Time compute waited for offloaded weights to be staged.",
                         MetricType::Counter);
   AddSample(wait, {}, runtime ? runtime->offload_wait_seconds : 0);
+  auto block_compute = NewFamily("placer_block_compute_seconds_total",
+                                 "Host time spent running each block (embedding, decoder layers, "
+                                 "norm, lm_head); on GPUs the time to issue its kernels.",
+                                 MetricType::Counter);
   if (runtime) {
+    for (const placement::BlockCompute& block : runtime->block_compute) {
+      AddSample(block_compute, {{"block", block.block}}, block.seconds);
+    }
     for (const placement::DeviceUsage& device : runtime->devices) {
       for (int kind = 0; kind < placement::kMemoryKinds; ++kind) {
         AddSample(used,
@@ -147,7 +154,8 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
   }
 
   std::vector<prometheus::MetricFamily> families;
-  for (auto* family : {&total, &free, &used, &kv_blocks, &transferred, &wait, &load_seconds, &info}) {
+  for (auto* family : {&total, &free, &used, &kv_blocks, &transferred, &wait, &block_compute,
+                       &load_seconds, &info}) {
     families.push_back(std::move(*family));
   }
   return families;

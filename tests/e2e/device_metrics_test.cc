@@ -166,6 +166,13 @@ TEST(RequestMetrics, RunningSequencesCountsOpenStreams) {
                    .Value("placer_requests_total", {{"rpc", "Generate"}, {"code", "CANCELLED"}}) == 1;
       },
       seconds(10)));
+  // The stream's forward passes ran every block: each has compute time.
+  const Exposition after = Scrape(ports.metrics_port);
+  EXPECT_EQ(after.types.at("placer_block_compute_seconds_total"), "counter");
+  for (const char* block : {"model.embed_tokens", "model.layers.0", "model.norm", "lm_head"}) {
+    EXPECT_GT(after.Value("placer_block_compute_seconds_total", {{"block", block}}).value_or(0), 0)
+        << block;
+  }
 }
 
 TEST_F(DeviceMetrics, PromtoolAcceptsTheScrape) {

@@ -209,6 +209,17 @@ TEST_P(LlamaDeviceMaps, CountersMatchWhatTheMapPredicts) {
   EXPECT_EQ(figures.Transferred("cuda:1", "cpu"), tokens * vocab * 4);
   EXPECT_EQ(figures.Transferred("cuda:0", "cpu"), 0u);
   EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kStaging), 0u) << "staging given back";
+  // Compute time per block, in execution order, one pass each.
+  const placement::RuntimeFigures after_pass = figures.Figures();
+  std::vector<std::string> blocks;
+  for (const placement::BlockCompute& block : after_pass.block_compute) {
+    blocks.push_back(block.block);
+    EXPECT_EQ(block.passes, 1u) << block.block;
+    EXPECT_GT(block.seconds, 0) << block.block;
+  }
+  EXPECT_EQ(blocks, (std::vector<std::string>{"model.embed_tokens", "model.layers.0",
+                                              "model.layers.1", "model.layers.2", "model.layers.3",
+                                              "model.norm", "lm_head"}));
 
   // The paged KV cache is held from the start: room for 8 sequences of the model's 2048
   // positions (1024 blocks of 16) in every layer, on the device each layer executes on: all
