@@ -1,5 +1,7 @@
 #include "tests/e2e/exposition.h"
 
+#include "tests/e2e/daemon_process.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -105,6 +107,16 @@ std::optional<double> Exposition::Value(const std::string& name,
   const std::vector<Sample> found = Find(name, match);
   if (found.size() != 1) return std::nullopt;
   return found.front().value;
+}
+
+std::optional<double> ScrapeValue(int port, const std::string& name,
+                                  const std::map<std::string, std::string>& labels) {
+  const std::optional<std::string> body = HttpGet(port, "/metrics");
+  if (!body) return std::nullopt;
+  std::string error;
+  const std::optional<Exposition> parsed = ParseExposition(*body, &error);
+  if (!parsed) return std::nullopt;
+  return parsed->Value(name, labels);
 }
 
 }  // namespace placer::testing

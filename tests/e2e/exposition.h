@@ -32,4 +32,9 @@ struct Exposition {
 // Parses the whole text; a line it cannot read is an error naming the line.
 std::optional<Exposition> ParseExposition(const std::string& text, std::string* error);
 
+// One value from a live scrape of http://127.0.0.1:port/metrics (Exposition::Value); nullopt
+// when nothing answered, the text did not parse, or not exactly one sample matched.
+std::optional<double> ScrapeValue(int port, const std::string& name,
+                                  const std::map<std::string, std::string>& labels = {});
+
 }  // namespace placer::testing

@@ -20,16 +20,6 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::optional<double> Metric(int port, const std::string& name,
-                             const std::map<std::string, std::string>& labels = {}) {
-  const std::optional<std::string> body = HttpGet(port, "/metrics");
-  if (!body) return std::nullopt;
-  std::string error;
-  std::optional<Exposition> parsed = ParseExposition(*body, &error);
-  if (!parsed) return std::nullopt;
-  return parsed->Value(name, labels);
-}
-
 v1::GenerateRequest Prompt(uint32_t max_new_tokens) {
   v1::GenerateRequest request;
   for (int32_t id : {5, 6, 7}) request.add_prompt_token_ids(id);
@@ -68,7 +58,7 @@ class KvBlocksOverGrpc : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   double Blocks(const char* state) const {
-    return Metric(ports_.metrics_port, "placer_device_kv_cache_blocks",
+    return ScrapeValue(ports_.metrics_port, "placer_device_kv_cache_blocks",
                   {{"device", "cpu"}, {"state", state}})
         .value_or(-1);
   }
@@ -100,10 +90,10 @@ TEST_F(KvBlocksOverGrpc, StreamsTakeBlocksForTheirLengthAndGiveThemBack) {
     const grpc::Status status = stream.Drain();
     return std::make_pair(status, stream.tokens);
   });
-  EXPECT_TRUE(WaitUntil([&] { return Metric(ports_.metrics_port, "placer_queue_depth") == 1.0; },
-                        seconds(10)))
+  EXPECT_TRUE(WaitUntil(
+      [&] { return ScrapeValue(ports_.metrics_port, "placer_queue_depth") == 1.0; }, seconds(10)))
       << "the short request should wait for blocks";
-  EXPECT_EQ(Metric(ports_.metrics_port, "placer_running_sequences"), 1.0);
+  EXPECT_EQ(ScrapeValue(ports_.metrics_port, "placer_running_sequences"), 1.0);
 
   // The queue (--max-queue 1) is full: refused at once.
   OpenStream refused(client, Prompt(4), seconds(10));

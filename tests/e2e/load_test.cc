@@ -28,16 +28,6 @@ namespace v1 = ::placer::v1;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::optional<double> Metric(int port, const std::string& name,
-                             const std::map<std::string, std::string>& labels = {}) {
-  const std::optional<std::string> body = HttpGet(port, "/metrics");
-  if (!body) return std::nullopt;
-  std::string error;
-  std::optional<Exposition> parsed = ParseExposition(*body, &error);
-  if (!parsed) return std::nullopt;
-  return parsed->Value(name, labels);
-}
-
 // What each client saw, by request kind and gRPC code.
 class Tally {
  public:
@@ -189,11 +179,13 @@ TEST_F(Load, ThirtyTwoClientsForAMinute) {
     clients.emplace_back(Client, ports.target(), i, std::cref(stop), std::ref(tally));
   }
   std::this_thread::sleep_for(seconds(20));
-  const std::optional<double> rss_warm = Metric(ports.metrics_port, "process_resident_memory_bytes");
+  const std::optional<double> rss_warm =
+      ScrapeValue(ports.metrics_port, "process_resident_memory_bytes");
   std::this_thread::sleep_for(seconds(40));
   stop = true;
   for (std::thread& client : clients) client.join();
-  const std::optional<double> rss_end = Metric(ports.metrics_port, "process_resident_memory_bytes");
+  const std::optional<double> rss_end =
+      ScrapeValue(ports.metrics_port, "process_resident_memory_bytes");
 
   EXPECT_TRUE(daemon.running()) << daemon.Log();
   EXPECT_TRUE(tally.unexpected().empty())
@@ -202,14 +194,14 @@ TEST_F(Load, ThirtyTwoClientsForAMinute) {
   // Every sequence gave its KV-cache blocks back, and nothing is left running or queued.
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return Metric(ports.metrics_port, "placer_device_kv_cache_blocks",
+        return ScrapeValue(ports.metrics_port, "placer_device_kv_cache_blocks",
                       {{"device", "cpu"}, {"state", "used"}}) == 0.0 &&
-               Metric(ports.metrics_port, "placer_device_kv_cache_blocks",
+               ScrapeValue(ports.metrics_port, "placer_device_kv_cache_blocks",
                       // 8 sequences of the tiny model's 512 positions (--max-seq-len 1024
                       // is capped at its context), in blocks of 16.
                       {{"device", "cpu"}, {"state", "free"}}) == 8.0 * 512 / 16 &&
-               Metric(ports.metrics_port, "placer_running_sequences") == 0.0 &&
-               Metric(ports.metrics_port, "placer_queue_depth") == 0.0;
+               ScrapeValue(ports.metrics_port, "placer_running_sequences") == 0.0 &&
+               ScrapeValue(ports.metrics_port, "placer_queue_depth") == 0.0;
       },
       seconds(10)))
       << tally.Summary();
