@@ -28,6 +28,27 @@ namespace v1 = ::placer::v1;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+// Reads a Generate stream to its end: the status, the messages received and the finish
+// reason; the client cancels after `cancel_after` messages when that is not 0.
+struct StreamEnd {
+  grpc::Status status;
+  int messages = 0;
+  std::string finish_reason;
+};
+StreamEnd ReadStream(client::PlacerClient& client, grpc::ClientContext& context,
+                     const v1::GenerateRequest& request, int cancel_after) {
+  auto reader = client.placer_stub().Generate(&context, request);
+  v1::GenerateResponse response;
+  StreamEnd end;
+  while (reader->Read(&response)) {
+    ++end.messages;
+    if (!response.finish_reason().empty()) end.finish_reason = response.finish_reason();
+    if (end.messages == cancel_after) context.TryCancel();
+  }
+  end.status = reader->Finish();
+  return end;
+}
+
 // What each client saw, by request kind and gRPC code.
 class Tally {
  public:
@@ -125,16 +146,8 @@ void Client(const std::string& target, int seed, const std::atomic<bool>& stop, 
                 ok || busy(status.error_code()));
       continue;
     }
-    auto reader = client.placer_stub().Generate(&context, request);
-    v1::GenerateResponse response;
-    int messages = 0;
-    std::string finish_reason;
-    while (reader->Read(&response)) {
-      ++messages;
-      if (!response.finish_reason().empty()) finish_reason = response.finish_reason();
-      if (name == "cancelled" && messages == 2) context.TryCancel();
-    }
-    const grpc::Status status = reader->Finish();
+    const auto [status, messages, finish_reason] =
+        ReadStream(client, context, request, /*cancel_after=*/name == "cancelled" ? 2 : 0);
     const grpc::StatusCode code = status.error_code();
     bool expected = false;
     if (name == "valid") {
@@ -251,16 +264,8 @@ void DrainClient(const std::string& target, int seed, const std::atomic<bool>& s
     }
     const bool before_signal = !signalled;
     const Clock::time_point started = Clock::now();
-    auto reader = client.placer_stub().Generate(&context, request);
-    v1::GenerateResponse response;
-    int messages = 0;
-    std::string finish_reason;
-    while (reader->Read(&response)) {
-      ++messages;
-      if (!response.finish_reason().empty()) finish_reason = response.finish_reason();
-      if (name == "cancelled" && messages == 2) context.TryCancel();
-    }
-    const grpc::Status status = reader->Finish();
+    const auto [status, messages, finish_reason] =
+        ReadStream(client, context, request, /*cancel_after=*/name == "cancelled" ? 2 : 0);
     const grpc::StatusCode code = status.error_code();
     const std::string& message = status.error_message();
     const bool refused = code == grpc::StatusCode::UNAVAILABLE && messages == 0;
