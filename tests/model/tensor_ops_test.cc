@@ -1,6 +1,6 @@
-// Linear's gemv paths (one row for batch-1 decode; a few rows for batched decode) must give
-// what the general sgemm path gives for the same rows, with and without bias, in the shape the
-// caller passed.
+// Linear's few-row paths (the SmallBatchLinear kernels, or gemv without AVX2: batch-1 and
+// batched decode) must give what the general sgemm path gives for the same rows, with and
+// without bias, in the shape the caller passed.
 #include "model/tensor_ops.h"
 
 #include <gtest/gtest.h>
@@ -29,9 +29,9 @@ TEST_P(LinearOneRow, EqualsTheSameRowInsideABatch) {
   }
 }
 
-TEST_P(LinearOneRow, FewRowsByGemvEqualManyRowsBySgemm) {
-  // 3 rows go row by row (gemv), 20 rows through sgemm: each row the same either way.
-  const at::Tensor many = at::randn({20, 32});
+TEST_P(LinearOneRow, FewRowsEqualManyRowsBySgemm) {
+  // 3 rows take the few-row path, 40 (beyond every few-row limit) sgemm: each row the same.
+  const at::Tensor many = at::randn({40, 32});
   const at::Tensor all = Linear(many, weight_, bias_);
   const at::Tensor few = Linear(many.slice(0, 4, 7), weight_, bias_);
   ASSERT_EQ(few.sizes(), (at::IntArrayRef{3, 48}));

@@ -1,0 +1,38 @@
+// x @ weight^T for the few rows of a decode step, reading each weight byte once.
+//
+// BLAS is built for large products: sgemm first packs (copies) the whole weight, and gemv
+// reads it once per row, so a step of 8 streams through an [out, in] weight either copies
+// it or reads it 8 times. These kernels keep a small tile of weight rows in registers and
+// multiply it with every input row while it is there, so 8 rows cost little more memory
+// traffic than one (bench/analysis.md has the numbers).
+//
+// Batch invariance: the result for one input row does not depend on which other rows are in
+// the call, nor on its position among them (the same lanes, the same summation order), so a
+// stream's greedy output is the same alone and inside any batch up to MaxRows.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace placer::model {
+
+enum class VectorIsa { kNone, kAvx2, kAvx512 };
+
+// The widest instruction set this CPU runs that the kernels have (checked once).
+VectorIsa DetectVectorIsa();
+
+// Input rows up to which the kernel of `isa` beats sgemm (measured: bench/analysis.md);
+// 0 for kNone.
+int64_t SmallBatchLinearMaxRows(VectorIsa isa);
+
+// True when x (any shape [..., in]), weight [out, in] and bias ([out] or undefined) are
+// float32 CPU tensors the kernels take: weight and bias contiguous.
+bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// x @ weight^T + bias with the kernel of `isa` (not kNone), threads from ATen's intra-op pool.
+// Requires SmallBatchLinearApplies; any number of rows (MaxRows is where it stops paying).
+at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            VectorIsa isa);
+
+}  // namespace placer::model

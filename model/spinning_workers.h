@@ -1,0 +1,60 @@
+// Helper threads for the many short parallel loops of a decode step, kept awake between them.
+//
+// A decode step calls ~60 matrix products of well under a millisecond each. Through ATen's
+// OpenMP pool (passive wait, which placerd needs: bench/analysis.md) every one of them wakes
+// a sleeping thread, and on this VM a wake-up costs ~100 us: 1-row decode took 15 ms instead
+// of 9. These helpers instead spin (yielding the core) for a short while after each loop, so
+// the next loop of the same step finds them awake, and sleep once the step is over.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace placer::model {
+
+class SpinningWorkers {
+ public:
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  // The process's workers: the calling thread plus at::get_num_threads() - 1 helpers.
+  static SpinningWorkers& Shared();
+
+  ~SpinningWorkers();
+
+  // Splits [0, tasks) into one contiguous range per participant (the caller and every helper)
+  // and runs fn on each; returns when all are done. Returns false, running nothing, when
+  // another thread is using the workers (the caller then runs the loop some other way).
+  bool TryRun(int64_t tasks, const RangeFn& fn);
+
+  // How long a helper spins for the next loop before it sleeps.
+  static constexpr int64_t kSpinMicroseconds = 1000;
+
+ private:
+  SpinningWorkers() = default;
+  void Resize(int helpers);  // caller holds run_mutex_
+  void StopHelpers();
+  void HelperLoop(int index, uint64_t seen);
+  void RunRange(int participant);
+
+  std::mutex run_mutex_;  // one loop at a time
+  std::vector<std::thread> helpers_;
+
+  // The posted loop; written only while no helper is inside one.
+  const RangeFn* fn_ = nullptr;
+  int64_t tasks_ = 0;
+  int participants_ = 1;
+
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> remaining_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+};
+
+}  // namespace placer::model

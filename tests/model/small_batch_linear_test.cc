@@ -1,0 +1,122 @@
+// The few-row kernels behind Linear: same products as a float64 reference (tails of every
+// size, bias or not), and a row's result bit for bit the same alone, inside any batch, at any
+// position and with any thread count (what keeps greedy output batch-invariant).
+#include "model/small_batch_linear.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "model/tensor_ops.h"
+
+namespace placer::model {
+namespace {
+
+bool Runs(VectorIsa isa) {
+  const VectorIsa here = DetectVectorIsa();
+  return isa == here || (isa == VectorIsa::kAvx2 && here == VectorIsa::kAvx512);
+}
+
+std::string IsaName(VectorIsa isa) { return isa == VectorIsa::kAvx512 ? "Avx512" : "Avx2"; }
+
+class SmallBatchLinearTest : public ::testing::TestWithParam<VectorIsa> {
+ protected:
+  void SetUp() override {
+    if (!Runs(GetParam())) GTEST_SKIP() << "this CPU lacks " << IsaName(GetParam());
+    at::manual_seed(11);
+  }
+};
+
+// |y - ref| within float32 rounding of a sum of `in` products, scaled by their magnitude.
+void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w,
+                          const at::Tensor& b, const std::string& what) {
+  at::Tensor want = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
+  if (b.defined()) want = want + b.to(at::kDouble);
+  const at::Tensor scale = at::matmul(x.abs().to(at::kDouble), w.abs().to(at::kDouble).t()) + 1;
+  const double worst = ((y.to(at::kDouble) - want).abs() / scale).max().item<double>();
+  EXPECT_LT(worst, 1e-5) << what;
+}
+
+TEST_P(SmallBatchLinearTest, MatchesFloat64ForEveryTailAndBias) {
+  for (int64_t in : {1, 5, 8, 15, 16, 17, 40, 768}) {
+    for (int64_t out : {1, 2, 3, 65, 130}) {
+      for (int64_t rows : {1, 3, 4, 5, 8, 9, 17, 33}) {
+        for (bool with_bias : {false, true}) {
+          const at::Tensor x = at::randn({rows, in});
+          const at::Tensor w = at::randn({out, in});
+          const at::Tensor b = with_bias ? at::randn({out}) : at::Tensor();
+          const at::Tensor y = SmallBatchLinear(x, w, b, GetParam());
+          const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                                   " out " + std::to_string(out) + (with_bias ? " bias" : "");
+          ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out})) << what;
+          ExpectMatchesFloat64(y, x, w, b, what);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SmallBatchLinearTest, ARowIsTheSameAloneInAnyBatchAndWithAnyThreads) {
+  const at::Tensor x = at::randn({13, 200});
+  const at::Tensor w = at::randn({301, 200});
+  const at::Tensor b = at::randn({301});
+  const at::Tensor batch = SmallBatchLinear(x, w, b, GetParam());
+  const at::Tensor order = at::randperm(13);
+  const at::Tensor shuffled = SmallBatchLinear(x.index_select(0, order), w, b, GetParam());
+  for (int64_t r = 0; r < 13; ++r) {
+    const at::Tensor alone = SmallBatchLinear(x.slice(0, r, r + 1), w, b, GetParam());
+    EXPECT_TRUE(at::equal(alone[0], batch[r])) << "row " << r << " alone vs in the batch";
+  }
+  for (int64_t i = 0; i < 13; ++i) {
+    EXPECT_TRUE(at::equal(shuffled[i], batch[order[i].item<int64_t>()])) << "shuffled " << i;
+  }
+  const int threads = at::get_num_threads();
+  at::set_num_threads(threads == 1 ? 2 : 1);
+  const at::Tensor other_threads = SmallBatchLinear(x, w, b, GetParam());
+  at::set_num_threads(threads);
+  EXPECT_TRUE(at::equal(other_threads, batch));
+}
+
+TEST_P(SmallBatchLinearTest, KeepsTheLeadingShapeAndTakesStridedInput) {
+  const at::Tensor w = at::randn({24, 16});
+  const at::Tensor x = at::randn({2, 3, 16});
+  const at::Tensor y = SmallBatchLinear(x, w, {}, GetParam());
+  ASSERT_EQ(y.sizes(), (at::IntArrayRef{2, 3, 24}));
+  ExpectMatchesFloat64(y.view({6, 24}), x.view({6, 16}), w, {}, "leading shape");
+  const at::Tensor strided = at::randn({16, 5}).t();  // [5, 16], not contiguous
+  ASSERT_FALSE(strided.is_contiguous());
+  ExpectMatchesFloat64(SmallBatchLinear(strided, w, {}, GetParam()), strided, w, {}, "strided");
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, SmallBatchLinearTest,
+                         ::testing::Values(VectorIsa::kAvx2, VectorIsa::kAvx512),
+                         [](const auto& info) { return IsaName(info.param); });
+
+TEST(SmallBatchLinearApplies, OnlyFloat32CpuWithContiguousWeightAndMatchingBias) {
+  const at::Tensor x = at::randn({2, 8});
+  const at::Tensor w = at::randn({4, 8});
+  EXPECT_TRUE(SmallBatchLinearApplies(x, w, {}));
+  EXPECT_TRUE(SmallBatchLinearApplies(x, w, at::randn({4})));
+  EXPECT_FALSE(SmallBatchLinearApplies(x.to(at::kDouble), w.to(at::kDouble), {}));
+  EXPECT_FALSE(SmallBatchLinearApplies(x.to(at::kBFloat16), w.to(at::kBFloat16), {}));
+  EXPECT_FALSE(SmallBatchLinearApplies(x, at::randn({8, 4}).t(), {}));  // weight not contiguous
+  EXPECT_FALSE(SmallBatchLinearApplies(x, w, at::randn({5})));          // bias of another size
+  EXPECT_FALSE(SmallBatchLinearApplies(at::randn({2, 7}), w, {}));      // in differs
+}
+
+TEST(SmallBatchLinearInLinear, DecodeRowsAreBatchInvariantUpToTheKernelsLimit) {
+  const VectorIsa isa = DetectVectorIsa();
+  if (isa == VectorIsa::kNone) GTEST_SKIP() << "no AVX2 here: Linear uses BLAS";
+  const int64_t limit = SmallBatchLinearMaxRows(isa);
+  const at::Tensor x = at::randn({limit, 96});
+  const at::Tensor w = at::randn({80, 96});
+  const at::Tensor batch = Linear(x, w);
+  for (int64_t r : {int64_t{0}, limit / 2, limit - 1}) {
+    EXPECT_TRUE(at::equal(Linear(x.slice(0, r, r + 1), w)[0], batch[r])) << "row " << r;
+  }
+}
+
+}  // namespace
+}  // namespace placer::model

@@ -1,0 +1,88 @@
+// The helpers of SpinningWorkers: every task of every loop runs exactly once, on as many
+// threads as ATen is set to, whether the helpers were spinning or asleep when the loop came,
+// and a second caller at the same time is refused rather than mixed in.
+#include "model/spinning_workers.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace placer::model {
+namespace {
+
+// Runs one loop of `tasks` and checks each index was visited once.
+void ExpectEveryTaskOnce(int64_t tasks, std::set<std::thread::id>* threads = nullptr) {
+  std::vector<std::atomic<int>> visits(static_cast<size_t>(tasks));
+  std::mutex mutex;
+  ASSERT_TRUE(SpinningWorkers::Shared().TryRun(tasks, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) visits[static_cast<size_t>(i)].fetch_add(1);
+    if (threads != nullptr) {
+      std::lock_guard<std::mutex> lock(mutex);
+      threads->insert(std::this_thread::get_id());
+    }
+    // Long enough that one participant cannot take every range before the others start.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }));
+  for (int64_t i = 0; i < tasks; ++i) {
+    ASSERT_EQ(visits[static_cast<size_t>(i)].load(), 1) << "task " << i << " of " << tasks;
+  }
+}
+
+class SpinningWorkersTest : public ::testing::Test {
+ protected:
+  void SetUp() override { threads_ = at::get_num_threads(); }
+  void TearDown() override { at::set_num_threads(threads_); }
+  int threads_ = 1;
+};
+
+TEST_F(SpinningWorkersTest, EveryTaskOnceWhetherHelpersSpinOrSleep) {
+  at::set_num_threads(2);
+  for (int64_t tasks : {1, 2, 3, 7, 64, 500}) ExpectEveryTaskOnce(tasks);
+  for (int loop = 0; loop < 2000; ++loop) {  // back to back: helpers still spinning
+    std::atomic<int64_t> sum{0};
+    ASSERT_TRUE(SpinningWorkers::Shared().TryRun(10, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sum.fetch_add(i + 1);
+    }));
+    ASSERT_EQ(sum.load(), 55) << "loop " << loop;
+  }
+  for (int loop = 0; loop < 5; ++loop) {  // helpers asleep by now
+    std::this_thread::sleep_for(std::chrono::microseconds(3 * SpinningWorkers::kSpinMicroseconds));
+    ExpectEveryTaskOnce(9);
+  }
+}
+
+TEST_F(SpinningWorkersTest, UsesAsManyThreadsAsAtenIsSetTo) {
+  for (int threads : {3, 1, 2}) {
+    at::set_num_threads(threads);
+    std::set<std::thread::id> seen;
+    ExpectEveryTaskOnce(12, &seen);
+    EXPECT_EQ(static_cast<int>(seen.size()), threads) << "at::set_num_threads(" << threads << ")";
+  }
+}
+
+TEST_F(SpinningWorkersTest, ASecondCallerAtTheSameTimeIsRefused) {
+  at::set_num_threads(2);
+  std::atomic<bool> inside{false}, release{false};
+  std::thread first([&] {
+    ASSERT_TRUE(SpinningWorkers::Shared().TryRun(2, [&](int64_t, int64_t) {
+      inside.store(true);
+      while (!release.load()) std::this_thread::yield();
+    }));
+  });
+  while (!inside.load()) std::this_thread::yield();
+  bool ran = false;
+  EXPECT_FALSE(SpinningWorkers::Shared().TryRun(4, [&](int64_t, int64_t) { ran = true; }));
+  EXPECT_FALSE(ran);
+  release.store(true);
+  first.join();
+  ExpectEveryTaskOnce(4);  // and usable again afterwards
+}
+
+}  // namespace
+}  // namespace placer::model
