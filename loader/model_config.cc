@@ -235,6 +235,8 @@ absl::Status ReadLlamaFamily(const json& config, absl::string_view file,
   PLACER_RETURN_IF_ERROR(fields.Number("rope_theta", out.rope_theta));
   PLACER_RETURN_IF_ERROR(ReadRopeScaling(config, file, out));
   PLACER_RETURN_IF_ERROR(fields.OptionalInt("sliding_window", out.sliding_window));
+  PLACER_RETURN_IF_ERROR(fields.Bool("use_sliding_window", out.use_sliding_window));
+  PLACER_RETURN_IF_ERROR(fields.Int("max_window_layers", out.max_window_layers, false));
   if (out.architecture == Architecture::kQwen2) {
     out.qkv_bias = true;
     out.o_proj_bias = false;

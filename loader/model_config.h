@@ -48,6 +48,10 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
   std::optional<std::int64_t> sliding_window;  // Mistral / Qwen2 when set
+  // Qwen2 only: the window applies when use_sliding_window is true, and then only to the
+  // layers from max_window_layers on (transformers' Qwen2Attention).
+  bool use_sliding_window = false;
+  std::int64_t max_window_layers = 0;
 
   // Which linear layers carry a bias. Llama's attention_bias covers q, k, v
   // and o; Qwen2 always has q/k/v bias and never o bias; GPT-2 has all.
@@ -64,6 +68,16 @@ struct ModelConfig {
   nlohmann::json raw;  // the file as parsed, for fields not normalized here
 
   bool is_gpt2() const { return architecture == Architecture::kGpt2; }
+  // Keys a query of `layer` sees (itself and the window - 1 before it); 0 for all before it.
+  // Mistral applies sliding_window to every layer; Qwen2 as described above; Llama never.
+  std::int64_t attention_window(std::int64_t layer) const {
+    if (!sliding_window || *sliding_window <= 0) return 0;
+    if (architecture == Architecture::kMistral) return *sliding_window;
+    if (architecture == Architecture::kQwen2 && use_sliding_window && layer >= max_window_layers) {
+      return *sliding_window;
+    }
+    return 0;
+  }
   // The longest sequence the model runs: max_position_embeddings, times the factor with
   // "dynamic" RoPE scaling, which rescales the rotary base beyond it (as transformers does).
   std::int64_t context_length() const {

@@ -88,6 +88,7 @@ class Llama final : public DecoderOnlyModel {
       }
       std::tie(q_all, k_all) = rotary_.ApplyRows(q_all, k_all, positions);
     }
+    const int64_t window = config().attention_window(index);
     std::vector<at::Tensor> attended;
     for (const SequenceRows& sequence : state.sequences) {
       const int64_t length = sequence.length;
@@ -98,7 +99,7 @@ class Llama final : public DecoderOnlyModel {
       at::Tensor k_rotated = rows_of(k_all, kv_heads);
       if (!rows_at_once) std::tie(q_rotated, k_rotated) = rotary_.Apply(q_rotated, k_rotated, sequence.start);
       auto [keys, values] = KeysAndValues(sequence, index, k_rotated, rows_of(v, kv_heads));
-      attended.push_back(CausalAttention(q_rotated, keys, values)
+      attended.push_back(CausalAttention(q_rotated, keys, values, window)
                              .transpose(0, 1)
                              .reshape({length, heads * head_dim}));
     }

@@ -1,5 +1,6 @@
 #include "model/tensor_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -57,28 +58,35 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
 }
 
-at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           int64_t window) {
   const int64_t heads = q.size(0);
   const int64_t queries = q.size(1);
   const int64_t kv_heads = k.size(0);
-  const int64_t keys = k.size(1);
   const int64_t head_dim = q.size(2);
   const int64_t group = heads / kv_heads;
+  // Keys before the first query's window are seen by no query: leave them out.
+  const int64_t unseen = window > 0 ? std::max<int64_t>(0, k.size(1) - queries - window + 1) : 0;
+  const at::Tensor keys_seen = k.narrow(1, unseen, k.size(1) - unseen);
+  const at::Tensor values_seen = v.narrow(1, unseen, v.size(1) - unseen);
+  const int64_t keys = keys_seen.size(1);
   // Grouped-query attention without copying the keys and values per query head: the query
   // heads sharing kv head h (h*group .. h*group+group-1) become rows of one matrix product.
   const at::Tensor grouped = q.reshape({kv_heads, group * queries, head_dim});
-  at::Tensor scores = at::matmul(grouped, k.transpose(1, 2)) / std::sqrt(double(head_dim));
+  at::Tensor scores = at::matmul(grouped, keys_seen.transpose(1, 2)) / std::sqrt(double(head_dim));
   if (queries > 1) {
-    // Query t (absolute position keys-queries+t) may see keys up to its own position.
-    const at::Tensor mask =
-        at::ones({queries, keys}, at::TensorOptions().dtype(at::kBool).device(scores.device()))
-            .triu(keys - queries + 1);
+    // Query t (position p = keys-queries+t among these keys) sees keys p - window + 1 .. p.
+    const auto bool_options = at::TensorOptions().dtype(at::kBool).device(scores.device());
+    at::Tensor mask = at::ones({queries, keys}, bool_options).triu(keys - queries + 1);
+    if (window > 0) {
+      mask = mask.logical_or(at::ones({queries, keys}, bool_options).tril(keys - queries - window));
+    }
     scores = scores.view({kv_heads, group, queries, keys})
                  .masked_fill(mask, -std::numeric_limits<float>::infinity())
                  .view({kv_heads, group * queries, keys});
   }
   const at::Tensor probabilities = at::softmax(scores.to(at::kFloat), -1).to(q.scalar_type());
-  return at::matmul(probabilities, v).view({heads, queries, head_dim});
+  return at::matmul(probabilities, values_seen).view({heads, queries, head_dim});
 }
 
 }  // namespace placer::model

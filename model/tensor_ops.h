@@ -14,7 +14,9 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 
 // Scaled dot-product attention over [heads, T, d] queries and [kv_heads, S, d] keys/values,
 // where the T queries sit at positions S-T .. S-1 (causal). kv heads are shared by
-// heads / kv_heads query heads (grouped-query attention).
-at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// heads / kv_heads query heads (grouped-query attention). window > 0 (Mistral's sliding
+// window): the query at position p sees keys p - window + 1 .. p only.
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           int64_t window = 0);
 
 }  // namespace placer::model

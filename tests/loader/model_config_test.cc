@@ -70,6 +70,35 @@ TEST(ModelConfigTest, Qwen2ImpliesQkvBiasButNoOutputBias) {
   EXPECT_TRUE(config->tie_word_embeddings);
 }
 
+TEST(ModelConfigTest, AttentionWindowFollowsEachArchitecturesRule) {
+  const auto parse = [](const std::string& architecture, const std::string& extra) {
+    absl::StatusOr<ModelConfig> config = ParseModelConfig(
+        R"({"architectures": [")" + architecture + R"("], "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "vocab_size": 100)" + extra + "}",
+        "config.json");
+    EXPECT_TRUE(config.ok()) << config.status();
+    return *config;
+  };
+  // Mistral: every layer; a null window (Mistral v0.2) is full attention.
+  const ModelConfig mistral = parse("MistralForCausalLM", R"(, "sliding_window": 4096)");
+  EXPECT_EQ(mistral.attention_window(0), 4096);
+  EXPECT_EQ(mistral.attention_window(3), 4096);
+  EXPECT_EQ(parse("MistralForCausalLM", R"(, "sliding_window": null)").attention_window(0), 0);
+  // Qwen2 ships sliding_window with use_sliding_window false: no window.
+  EXPECT_EQ(parse("Qwen2ForCausalLM", R"(, "sliding_window": 32768)").attention_window(3), 0);
+  const ModelConfig qwen2 = parse("Qwen2ForCausalLM", R"(, "sliding_window": 8,
+      "use_sliding_window": true, "max_window_layers": 2)");
+  EXPECT_EQ(qwen2.attention_window(1), 0);
+  EXPECT_EQ(qwen2.attention_window(2), 8);
+  // Llama has no sliding window even when the field is there.
+  EXPECT_EQ(parse("LlamaForCausalLM", R"(, "sliding_window": 4096)").attention_window(0), 0);
+  // A window of the wrong type is refused naming the field.
+  EXPECT_FALSE(ParseModelConfig(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "vocab_size": 100, "use_sliding_window": "yes"})", "config.json").ok());
+}
+
 TEST(ModelConfigTest, ParsesGpt2WithDefaults) {
   absl::StatusOr<ModelConfig> config = ParseModelConfig(
       R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_layer": 12, "n_head": 12,

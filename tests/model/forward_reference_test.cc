@@ -119,6 +119,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "--arch llama --preset tiny --seed 8",
                       nlohmann::json::parse(R"({"max_position_embeddings": 8,
                           "rope_scaling": {"type": "dynamic", "factor": 2.0}})")},
+        // 12 tokens through a window of 4: every layer masks the keys before it.
+        ReferenceCase{"mistral_sliding_window", "--arch llama --preset tiny --seed 9",
+                      nlohmann::json::parse(R"({"architectures": ["MistralForCausalLM"],
+                          "model_type": "mistral", "sliding_window": 4})")},
         ReferenceCase{"gpt2", "--arch gpt2 --preset tiny --seed 7", nullptr}),
     [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
 
@@ -140,6 +144,58 @@ TEST(Forward, RefusesTokensOutsideTheVocabularyNamingTheIndex) {
   std::vector<int32_t> too_long((*model)->max_positions() + 1, 1);
   EXPECT_EQ((*model)->Forward(too_long, false).status().code(),
             absl::StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
+}
+
+
+// Decoding one token at a time through the KV cache sees the same window as the full pass
+// (decode narrows the cached keys to the window; prefill masks), and the window matters.
+TEST(SlidingWindow, IncrementalDecodeEqualsTheFullPassAndDiffersFromNoWindow) {
+  const fs::path dir = fs::temp_directory_path() / ("placer-ref-window-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ASSERT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir.string() +
+                " --arch llama --preset tiny --seed 9 > /dev/null"),
+            0);
+  const auto load_with = [&](const nlohmann::json& patch) {
+    nlohmann::json config;
+    std::ifstream(dir / "config.json") >> config;
+    config.merge_patch(patch);
+    std::ofstream(dir / "config.json") << config.dump(2);
+    auto checkpoint = loader::Checkpoint::Open(dir.string());
+    EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+    auto model = LoadCausalLm(*checkpoint);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return std::move(*model);
+  };
+  const std::vector<int32_t> tokens = {1, 17, 300, 5, 99, 1023, 42, 7, 7, 256, 2, 640, 9, 31};
+  const auto full_model = load_with(nlohmann::json::parse(R"({"architectures": ["LlamaForCausalLM"],
+      "model_type": "llama"})"));
+  auto no_window = full_model->Forward(tokens, /*all_positions=*/true);
+  ASSERT_TRUE(no_window.ok()) << no_window.status();
+  const auto model = load_with(nlohmann::json::parse(R"({"architectures": ["MistralForCausalLM"],
+      "model_type": "mistral", "sliding_window": 4})"));
+  auto full = model->Forward(tokens, /*all_positions=*/true);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const auto vocab = static_cast<size_t>(model->vocab_size());
+
+  auto sequence = model->NewSequence(static_cast<int64_t>(tokens.size()));
+  ASSERT_TRUE(sequence.ok()) << sequence.status();
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 6);  // beyond the window
+  auto step = model->Extend(**sequence, prompt);
+  for (size_t position = prompt.size() - 1; position < tokens.size(); ++position) {
+    if (position >= prompt.size()) step = model->Extend(**sequence, {tokens[position]});
+    ASSERT_TRUE(step.ok()) << step.status();
+    float largest = 0, worst = 0, from_no_window = 0;
+    for (size_t i = 0; i < vocab; ++i) {
+      const float want = full->values[position * vocab + i];
+      largest = std::max(largest, std::fabs(want));
+      worst = std::max(worst, std::fabs(step->values[i] - want));
+      from_no_window = std::max(from_no_window, std::fabs(no_window->values[position * vocab + i] - want));
+    }
+    EXPECT_LE(worst, 1e-5f * std::max(1.0f, largest)) << "position " << position;
+    // Position 4 on has keys outside the window: those rows must differ from full attention.
+    EXPECT_GT(from_no_window, 1e-3f * largest) << "position " << position << ": window had no effect";
+  }
   fs::remove_all(dir);
 }
 

@@ -47,10 +47,13 @@ def load_checkpoint(directory):
     return weights
 
 
-def causal_softmax_attention(q, k, v):
+def causal_softmax_attention(q, k, v, window=0):
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     length = q.shape[-2]
     mask = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
+    if window:
+        # transformers' sliding window: position i sees keys j with i - window < j <= i.
+        mask = mask | torch.tril(torch.ones(length, length, dtype=torch.bool), diagonal=-window)
     scores = scores.masked_fill(mask, float("-inf"))
     return torch.softmax(scores.float(), dim=-1) @ v
 
@@ -78,6 +81,15 @@ def llama_inverse_frequencies(config, head_dim, length):
         medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
         inv_freq = torch.where(medium, smoothed, scaled)
     return inv_freq
+
+
+def attention_window(config, layer):
+    window = config.get("sliding_window") or 0
+    if config["model_type"] == "mistral":
+        return window
+    if config["model_type"] == "qwen2" and config.get("use_sliding_window"):
+        return window if layer >= config.get("max_window_layers", 0) else 0
+    return 0
 
 
 def rotate_half(x):
@@ -120,7 +132,8 @@ def llama_forward(config, w, tokens):
         repeat = heads // kv_heads
         k = k[:, None].expand(kv_heads, repeat, length, head_dim).reshape(heads, length, head_dim)
         v = v[:, None].expand(kv_heads, repeat, length, head_dim).reshape(heads, length, head_dim)
-        attended = causal_softmax_attention(q, k, v).transpose(0, 1).reshape(length, heads * head_dim)
+        attended = causal_softmax_attention(q, k, v, attention_window(config, i))
+        attended = attended.transpose(0, 1).reshape(length, heads * head_dim)
         h = h + attended @ w[p + "self_attn.o_proj.weight"].T
         y = rms_norm(h, w[p + "post_attention_layernorm.weight"])
         gate = y @ w[p + "mlp.gate_proj.weight"].T
