@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/forward_runner.h"
+#include "model/small_batch_linear.h"
 #include "model/tensor_ops.h"
 
 namespace placer::model {
@@ -39,8 +40,14 @@ std::vector<placement::BlockSpec> Gpt2Blocks(const loader::ModelConfig& config) 
   return blocks;
 }
 
-// Conv1D stores [in, out]: y = x @ W + b.
+// Conv1D stores [in, out]: y = x @ W + b. A decode step's few rows go through our kernel
+// (one read of W for all rows, batch-invariant), more through BLAS.
 at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const VectorIsa isa = DetectVectorIsa();
+  if (x.size(0) <= SmallBatchLinearMaxRows(isa) &&
+      SmallBatchLinearApplies(x, weight, bias, WeightLayout::kInOut)) {
+    return SmallBatchLinear(x, weight, bias, isa, WeightLayout::kInOut);
+  }
   return at::addmm(bias, x, weight);
 }
 

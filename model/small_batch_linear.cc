@@ -2,186 +2,13 @@
 
 #include <ATen/Parallel.h>
 
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and warn about it themselves
-// (maybe-uninitialized, GCC bug 105593, fixed in GCC 13) wherever they are inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
 #include <vector>
 
+#include "model/small_batch_kernels.h"
 #include "model/spinning_workers.h"
 
 namespace placer::model {
-namespace {
-
-// Weight rows per register tile, and tiles ahead whose rows are prefetched: two rows keep the
-// accumulators of 8 (AVX-512) or 4 (AVX2) input rows in registers; prefetching four tiles
-// ahead gave the best time per pass in bench/analysis.md's kernel experiment.
-constexpr int kTileRows = 2;
-constexpr int64_t kPrefetchTiles = 4;
-// Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
-// in cache for the second chunk (only rows beyond one chunk read it again).
-constexpr int64_t kBlockBytes = 32 << 10;
-// Weight rows per unit of parallel work: below this a second thread costs more than it saves.
-constexpr int64_t kRowsPerTask = 64;
-
-struct Operands {
-  const float* x;       // [rows, in]
-  const float* weight;  // [out, in]
-  const float* bias;    // [out] or null
-  float* y;             // [rows, out]
-  int64_t rows, in, out;
-};
-
-__attribute__((target("avx2,fma"), always_inline)) inline float HorizontalSum256(__m256 v) {
-  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
-  sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
-  return _mm_cvtss_f32(sum);
-}
-
-// One tile: T weight rows (w, w + in, ...) times R input rows, written to y[r * out + t].
-// Each output is one vector accumulator over `in` in order, reduced the same way whatever R
-// and T are: this is what makes a row's result independent of its batch.
-template <int R, int T>
-__attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(const Operands& op,
-                                                                        const float* x,
-                                                                        const float* w,
-                                                                        const float* ahead,
-                                                                        float* y, int64_t n) {
-  const int64_t in = op.in;
-  __m512 acc[T][R];
-  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 16 <= in; k += 16) {
-    __m512 wv[T];
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      wv[t] = _mm512_loadu_ps(w + t * in + k);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
-    }
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_loadu_ps(x + r * in + k);
-      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-        acc[t][r] = _mm512_fmadd_ps(wv[t], xv, acc[t][r]);
-      }
-    }
-  }
-  if (k < in) {
-    const auto mask = static_cast<__mmask16>((1u << (in - k)) - 1);
-    __m512 wv[T];
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      wv[t] = _mm512_maskz_loadu_ps(mask, w + t * in + k);
-    }
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + r * in + k);
-      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-        acc[t][r] = _mm512_fmadd_ps(wv[t], xv, acc[t][r]);
-      }
-    }
-  }
-  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      y[r * op.out + t] = _mm512_reduce_add_ps(acc[t][r]) + bias;
-    }
-  }
-}
-
-template <int R, int T>
-__attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Operands& op,
-                                                                        const float* x,
-                                                                        const float* w,
-                                                                        const float* ahead,
-                                                                        float* y, int64_t n) {
-  const int64_t in = op.in;
-  __m256 acc[T][R];
-  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm256_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 8 <= in; k += 8) {
-    __m256 wv[T];
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      wv[t] = _mm256_loadu_ps(w + t * in + k);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
-    }
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x + r * in + k);
-      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-        acc[t][r] = _mm256_fmadd_ps(wv[t], xv, acc[t][r]);
-      }
-    }
-  }
-  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      float sum = HorizontalSum256(acc[t][r]);
-      for (int64_t tail = k; tail < in; ++tail) sum += w[t * in + tail] * x[r * in + tail];
-      y[r * op.out + t] = sum + bias;
-    }
-  }
-}
-
-// Weight rows [n0, n1) times input rows [m, m + R), tile by tile. One function per
-// instruction set: code for AVX2 must not be compiled with AVX-512 allowed.
-#define PLACER_ROW_CHUNK(NAME, TARGET, TILE)                                                  \
-  template <int R>                                                                            \
-  __attribute__((target(TARGET))) void NAME(const Operands& op, int64_t m, int64_t n0,        \
-                                            int64_t n1) {                                     \
-    const float* x = op.x + m * op.in;                                                        \
-    float* y = op.y + m * op.out;                                                             \
-    int64_t n = n0;                                                                           \
-    for (; n + kTileRows <= n1; n += kTileRows) {                                             \
-      const int64_t ahead_row = n + kPrefetchTiles * kTileRows;                               \
-      const float* ahead =                                                                    \
-          op.weight + (ahead_row + kTileRows <= op.out ? ahead_row : n) * op.in;              \
-      TILE<R, kTileRows>(op, x, op.weight + n * op.in, ahead, y + n, n);                      \
-    }                                                                                         \
-    if (n < n1) {                                                                             \
-      const float* w = op.weight + n * op.in;                                                 \
-      TILE<R, 1>(op, x, w, w, y + n, n);                                                      \
-    }                                                                                         \
-  }
-PLACER_ROW_CHUNK(RowChunk512, "avx512f,avx2,fma", Tile512)
-PLACER_ROW_CHUNK(RowChunk256, "avx2,fma", Tile256)
-#undef PLACER_ROW_CHUNK
-
-template <int R, bool kAvx512>
-void RowChunk(const Operands& op, int64_t m, int64_t n0, int64_t n1) {
-  if constexpr (kAvx512) {
-    RowChunk512<R>(op, m, n0, n1);
-  } else {
-    RowChunk256<R>(op, m, n0, n1);
-  }
-}
-
-template <bool kAvx512>
-void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
-  constexpr int64_t kChunk = kAvx512 ? 8 : 4;
-  const int64_t block = std::max<int64_t>(
-      kTileRows, kBlockBytes / (op.in * static_cast<int64_t>(sizeof(float))) / kTileRows * kTileRows);
-  for (int64_t start = n0; start < n1; start += block) {
-    const int64_t end = std::min(n1, start + block);
-    for (int64_t m = 0; m < op.rows; m += kChunk) {
-      switch (std::min(kChunk, op.rows - m)) {
-        case 1: RowChunk<1, kAvx512>(op, m, start, end); break;
-        case 2: RowChunk<2, kAvx512>(op, m, start, end); break;
-        case 3: RowChunk<3, kAvx512>(op, m, start, end); break;
-        case 4: RowChunk<4, kAvx512>(op, m, start, end); break;
-        case 5: RowChunk<5, kAvx512>(op, m, start, end); break;
-        case 6: RowChunk<6, kAvx512>(op, m, start, end); break;
-        case 7: RowChunk<7, kAvx512>(op, m, start, end); break;
-        default: RowChunk<8, kAvx512>(op, m, start, end); break;
-      }
-    }
-  }
-}
-
-}  // namespace
 
 VectorIsa DetectVectorIsa() {
   static const VectorIsa isa = [] {
@@ -204,25 +31,37 @@ int64_t SmallBatchLinearMaxRows(VectorIsa isa) {
   return 0;
 }
 
-bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+namespace {
+
+// Weight columns (kInOut) or rows (kOutIn) per unit of parallel work: below this a second
+// thread costs more than it saves.
+constexpr int64_t kOutputsPerTask = 64;
+
+}  // namespace
+
+bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                             WeightLayout layout) {
   const auto cpu_f32 = [](const at::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided;
   };
   if (!cpu_f32(x) || !cpu_f32(weight) || x.dim() < 1 || weight.dim() != 2) return false;
-  if (!weight.is_contiguous() || weight.size(1) != x.size(-1) || weight.size(1) == 0) return false;
+  const int64_t in = weight.size(layout == WeightLayout::kOutIn ? 1 : 0);
+  const int64_t out = weight.size(layout == WeightLayout::kOutIn ? 0 : 1);
+  if (!weight.is_contiguous() || in != x.size(-1) || in == 0) return false;
   if (bias.defined() && (!cpu_f32(bias) || bias.dim() != 1 || !bias.is_contiguous() ||
-                         bias.size(0) != weight.size(0))) {
+                         bias.size(0) != out)) {
     return false;
   }
   return true;
 }
 
 at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                            VectorIsa isa) {
+                            VectorIsa isa, WeightLayout layout) {
   TORCH_CHECK(isa != VectorIsa::kNone, "SmallBatchLinear needs AVX2 or AVX-512");
-  TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "SmallBatchLinear: unsupported operands");
-  const int64_t in = weight.size(1);
-  const int64_t out = weight.size(0);
+  TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias, layout),
+              "SmallBatchLinear: unsupported operands");
+  const int64_t in = weight.size(layout == WeightLayout::kOutIn ? 1 : 0);
+  const int64_t out = weight.size(layout == WeightLayout::kOutIn ? 0 : 1);
   const at::Tensor flat = x.reshape({-1, in}).contiguous();
   const int64_t rows = flat.size(0);
   at::Tensor y = at::empty({rows, out}, flat.options());
@@ -232,16 +71,16 @@ at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const
   const Operands op{flat.data_ptr<float>(), weight.data_ptr<float>(),
                     bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
                     rows, in, out};
-  // Tasks split the weight rows at tile boundaries, so every output is computed the same way
+  // Tasks split the outputs at tile boundaries, so every output is computed the same way
   // whatever the thread count.
-  const int64_t tasks = (out + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t tasks = (out + kOutputsPerTask - 1) / kOutputsPerTask;
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    const int64_t n0 = begin * kRowsPerTask;
-    const int64_t n1 = std::min(out, end * kRowsPerTask);
-    if (isa == VectorIsa::kAvx512) {
-      WeightRows<true>(op, n0, n1);
+    const int64_t n0 = begin * kOutputsPerTask;
+    const int64_t n1 = std::min(out, end * kOutputsPerTask);
+    if (layout == WeightLayout::kOutIn) {
+      OutInWeightRows(isa, op, n0, n1);
     } else {
-      WeightRows<false>(op, n0, n1);
+      InOutWeightColumns(isa, op, n0, n1);
     }
   };
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) {
@@ -253,4 +92,3 @@ at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const
 
 }  // namespace placer::model
 
-#pragma GCC diagnostic pop

@@ -19,6 +19,9 @@ namespace placer::model {
 
 enum class VectorIsa { kNone, kAvx2, kAvx512 };
 
+// kOutIn: [out, in] as nn.Linear stores it; kInOut: [in, out] as GPT-2's Conv1D does.
+enum class WeightLayout { kOutIn, kInOut };
+
 // The widest instruction set this CPU runs that the kernels have (checked once).
 VectorIsa DetectVectorIsa();
 
@@ -26,13 +29,15 @@ VectorIsa DetectVectorIsa();
 // 0 for kNone.
 int64_t SmallBatchLinearMaxRows(VectorIsa isa);
 
-// True when x (any shape [..., in]), weight [out, in] and bias ([out] or undefined) are
+// True when x (any shape [..., in]), weight (in `layout`) and bias ([out] or undefined) are
 // float32 CPU tensors the kernels take: weight and bias contiguous.
-bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                             WeightLayout layout = WeightLayout::kOutIn);
 
-// x @ weight^T + bias with the kernel of `isa` (not kNone), threads from ATen's intra-op pool.
-// Requires SmallBatchLinearApplies; any number of rows (MaxRows is where it stops paying).
+// x @ W^T + bias (W = weight in `layout`) with the kernels of `isa` (not kNone), on
+// SpinningWorkers (as many threads as ATen's intra-op setting). Requires
+// SmallBatchLinearApplies; any number of rows (MaxRows is where it stops paying).
 at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                            VectorIsa isa);
+                            VectorIsa isa, WeightLayout layout = WeightLayout::kOutIn);
 
 }  // namespace placer::model

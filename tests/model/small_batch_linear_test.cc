@@ -1,6 +1,7 @@
-// The few-row kernels behind Linear: same products as a float64 reference (tails of every
-// size, bias or not), and a row's result bit for bit the same alone, inside any batch, at any
-// position and with any thread count (what keeps greedy output batch-invariant).
+// The few-row kernels behind Linear (weights [out, in]) and GPT-2's Conv1D ([in, out]): same
+// products as a float64 reference (tails of every size, bias or not), and a row's result bit
+// for bit the same alone, inside any batch, at any position and with any thread count (what
+// keeps greedy output batch-invariant).
 #include "model/small_batch_linear.h"
 
 #include <ATen/Parallel.h>
@@ -8,6 +9,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "model/tensor_ops.h"
 
@@ -21,11 +23,26 @@ bool Runs(VectorIsa isa) {
 
 std::string IsaName(VectorIsa isa) { return isa == VectorIsa::kAvx512 ? "Avx512" : "Avx2"; }
 
-class SmallBatchLinearTest : public ::testing::TestWithParam<VectorIsa> {
+class SmallBatchLinearTest
+    : public ::testing::TestWithParam<std::tuple<VectorIsa, WeightLayout>> {
  protected:
   void SetUp() override {
-    if (!Runs(GetParam())) GTEST_SKIP() << "this CPU lacks " << IsaName(GetParam());
+    if (!Runs(isa())) GTEST_SKIP() << "this CPU lacks " << IsaName(isa());
     at::manual_seed(11);
+  }
+  VectorIsa isa() const { return std::get<0>(GetParam()); }
+  WeightLayout layout() const { return std::get<1>(GetParam()); }
+  // A weight of `out` x `in` in this test's layout, and the same as [out, in].
+  std::pair<at::Tensor, at::Tensor> Weight(int64_t out, int64_t in) const {
+    if (layout() == WeightLayout::kOutIn) {
+      at::Tensor w = at::randn({out, in});
+      return {w, w};
+    }
+    at::Tensor w = at::randn({in, out});
+    return {w, w.t()};
+  }
+  at::Tensor Apply(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
+    return SmallBatchLinear(x, w, b, isa(), layout());
   }
 };
 
@@ -45,13 +62,13 @@ TEST_P(SmallBatchLinearTest, MatchesFloat64ForEveryTailAndBias) {
       for (int64_t rows : {1, 3, 4, 5, 8, 9, 17, 33}) {
         for (bool with_bias : {false, true}) {
           const at::Tensor x = at::randn({rows, in});
-          const at::Tensor w = at::randn({out, in});
+          const auto [w, w_out_in] = Weight(out, in);
           const at::Tensor b = with_bias ? at::randn({out}) : at::Tensor();
-          const at::Tensor y = SmallBatchLinear(x, w, b, GetParam());
+          const at::Tensor y = Apply(x, w, b);
           const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
                                    " out " + std::to_string(out) + (with_bias ? " bias" : "");
           ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out})) << what;
-          ExpectMatchesFloat64(y, x, w, b, what);
+          ExpectMatchesFloat64(y, x, w_out_in, b, what);
         }
       }
     }
@@ -60,13 +77,13 @@ TEST_P(SmallBatchLinearTest, MatchesFloat64ForEveryTailAndBias) {
 
 TEST_P(SmallBatchLinearTest, ARowIsTheSameAloneInAnyBatchAndWithAnyThreads) {
   const at::Tensor x = at::randn({13, 200});
-  const at::Tensor w = at::randn({301, 200});
+  const at::Tensor w = Weight(301, 200).first;
   const at::Tensor b = at::randn({301});
-  const at::Tensor batch = SmallBatchLinear(x, w, b, GetParam());
+  const at::Tensor batch = Apply(x, w, b);
   const at::Tensor order = at::randperm(13);
-  const at::Tensor shuffled = SmallBatchLinear(x.index_select(0, order), w, b, GetParam());
+  const at::Tensor shuffled = Apply(x.index_select(0, order), w, b);
   for (int64_t r = 0; r < 13; ++r) {
-    const at::Tensor alone = SmallBatchLinear(x.slice(0, r, r + 1), w, b, GetParam());
+    const at::Tensor alone = Apply(x.slice(0, r, r + 1), w, b);
     EXPECT_TRUE(at::equal(alone[0], batch[r])) << "row " << r << " alone vs in the batch";
   }
   for (int64_t i = 0; i < 13; ++i) {
@@ -74,25 +91,30 @@ TEST_P(SmallBatchLinearTest, ARowIsTheSameAloneInAnyBatchAndWithAnyThreads) {
   }
   const int threads = at::get_num_threads();
   at::set_num_threads(threads == 1 ? 2 : 1);
-  const at::Tensor other_threads = SmallBatchLinear(x, w, b, GetParam());
+  const at::Tensor other_threads = Apply(x, w, b);
   at::set_num_threads(threads);
   EXPECT_TRUE(at::equal(other_threads, batch));
 }
 
 TEST_P(SmallBatchLinearTest, KeepsTheLeadingShapeAndTakesStridedInput) {
-  const at::Tensor w = at::randn({24, 16});
+  const auto [w, w_out_in] = Weight(24, 16);
   const at::Tensor x = at::randn({2, 3, 16});
-  const at::Tensor y = SmallBatchLinear(x, w, {}, GetParam());
+  const at::Tensor y = Apply(x, w, {});
   ASSERT_EQ(y.sizes(), (at::IntArrayRef{2, 3, 24}));
-  ExpectMatchesFloat64(y.view({6, 24}), x.view({6, 16}), w, {}, "leading shape");
+  ExpectMatchesFloat64(y.view({6, 24}), x.view({6, 16}), w_out_in, {}, "leading shape");
   const at::Tensor strided = at::randn({16, 5}).t();  // [5, 16], not contiguous
   ASSERT_FALSE(strided.is_contiguous());
-  ExpectMatchesFloat64(SmallBatchLinear(strided, w, {}, GetParam()), strided, w, {}, "strided");
+  ExpectMatchesFloat64(Apply(strided, w, {}), strided, w_out_in, {}, "strided");
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, SmallBatchLinearTest,
-                         ::testing::Values(VectorIsa::kAvx2, VectorIsa::kAvx512),
-                         [](const auto& info) { return IsaName(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    IsaAndLayout, SmallBatchLinearTest,
+    ::testing::Combine(::testing::Values(VectorIsa::kAvx2, VectorIsa::kAvx512),
+                       ::testing::Values(WeightLayout::kOutIn, WeightLayout::kInOut)),
+    [](const auto& info) {
+      return IsaName(std::get<0>(info.param)) +
+             (std::get<1>(info.param) == WeightLayout::kOutIn ? "OutIn" : "InOut");
+    });
 
 TEST(SmallBatchLinearApplies, OnlyFloat32CpuWithContiguousWeightAndMatchingBias) {
   const at::Tensor x = at::randn({2, 8});
@@ -104,6 +126,10 @@ TEST(SmallBatchLinearApplies, OnlyFloat32CpuWithContiguousWeightAndMatchingBias)
   EXPECT_FALSE(SmallBatchLinearApplies(x, at::randn({8, 4}).t(), {}));  // weight not contiguous
   EXPECT_FALSE(SmallBatchLinearApplies(x, w, at::randn({5})));          // bias of another size
   EXPECT_FALSE(SmallBatchLinearApplies(at::randn({2, 7}), w, {}));      // in differs
+  // [in, out] (Conv1D): the bias follows out = size(1).
+  EXPECT_TRUE(SmallBatchLinearApplies(x, at::randn({8, 4}), at::randn({4}), WeightLayout::kInOut));
+  EXPECT_FALSE(SmallBatchLinearApplies(x, at::randn({8, 4}), at::randn({8}), WeightLayout::kInOut));
+  EXPECT_FALSE(SmallBatchLinearApplies(x, w, {}, WeightLayout::kInOut));  // [4, 8]: in is 4
 }
 
 TEST(SmallBatchLinearInLinear, DecodeRowsAreBatchInvariantUpToTheKernelsLimit) {
