@@ -18,6 +18,7 @@
 #include "bench/bench_common.h"
 #include "bench/bench_layouts.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
 
@@ -238,13 +239,17 @@ int main(int argc, char** argv) {
   bandwidth->add_option("--mib", mib, "buffer size")->check(CLI::Range(1, 65536));
   bandwidth->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
   bandwidth->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  CLI::App* products = app.add_subcommand(
+      "products", "few-row products of a small-preset step: placer's kernels vs sgemm vs gemv");
+  products->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  products->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     placer::model::SetComputeThreads(args.threads);
-    PrintJson(MeasureMemoryBandwidth(mib << 20, runs));
+    PrintJson(*products ? MeasureSmallBatchProducts(runs) : MeasureMemoryBandwidth(mib << 20, runs));
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "placer-bench-model: " << e.what() << "\n";

@@ -170,8 +170,16 @@ def update_top_readme(path, found, command):
         text = f.read()
     if BEGIN not in text or END not in text:
         return False
-    block = (f"{BEGIN}\nLatest full run (`{command}`, commit `{found[0]['git_commit'][:12]}`, "
-             f"{found[0]['date_utc'][:10]}; details, plots and causes in "
+    commits = {}
+    for d in found:
+        commits.setdefault(d["git_commit"][:12], []).append(d["benchmark"])
+    if len(commits) == 1:
+        source = f"commit `{found[0]['git_commit'][:12]}`"
+    else:  # a later `--only` run replaced some sections
+        source = "sections from " + "; ".join(
+            f"commit `{c}`: {', '.join(names)}" for c, names in commits.items())
+    block = (f"{BEGIN}\nLatest run (`{command}`, {source}, "
+             f"{found[-1]['date_utc'][:10]}; details, plots and causes in "
              f"[`bench/results/README.md`](bench/results/README.md)):\n\n{table(found)}\n{END}")
     head, rest = text.split(BEGIN, 1)
     with open(path, "w") as f:

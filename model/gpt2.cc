@@ -41,10 +41,10 @@ std::vector<placement::BlockSpec> Gpt2Blocks(const loader::ModelConfig& config) 
 }
 
 // Conv1D stores [in, out]: y = x @ W + b. A decode step's few rows go through our kernel
-// (one read of W for all rows, batch-invariant), more through BLAS.
+// (as fast as sgemm there, and batch-invariant), more through BLAS.
 at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const VectorIsa isa = DetectVectorIsa();
-  if (x.size(0) <= SmallBatchLinearMaxRows(isa) &&
+  if (x.size(0) <= SmallBatchLinearMaxRows(isa, WeightLayout::kInOut) &&
       SmallBatchLinearApplies(x, weight, bias, WeightLayout::kInOut)) {
     return SmallBatchLinear(x, weight, bias, isa, WeightLayout::kInOut);
   }

@@ -44,16 +44,17 @@ Sampler::Sampler(const SamplingParams& params)
 
 SampledToken Sampler::Next(const std::vector<float>& logits,
                            const std::vector<int32_t>& previous) {
-  const float normalizer = LogSumExp(logits);
-  std::vector<float> scores = logits;
+  std::vector<float> penalised;
   if (params_.repetition_penalty != 1) {
     // transformers' RepetitionPenaltyLogitsProcessor: shrink positive, grow negative scores.
+    penalised = logits;
     const std::unordered_set<int32_t> seen(previous.begin(), previous.end());
     for (int32_t token : seen) {
-      float& score = scores[static_cast<size_t>(token)];
+      float& score = penalised[static_cast<size_t>(token)];
       score = score > 0 ? score / params_.repetition_penalty : score * params_.repetition_penalty;
     }
   }
+  const std::vector<float>& scores = params_.repetition_penalty != 1 ? penalised : logits;
   int32_t chosen = 0;
   if (params_.temperature == 0) {
     chosen = static_cast<int32_t>(std::max_element(scores.begin(), scores.end()) - scores.begin());
@@ -90,7 +91,9 @@ SampledToken Sampler::Next(const std::vector<float>& logits,
     std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
     chosen = order[pick(random_)];
   }
-  return SampledToken{chosen, logits[static_cast<size_t>(chosen)] - normalizer};
+  const float logprob =
+      params_.logprobs ? logits[static_cast<size_t>(chosen)] - LogSumExp(logits) : 0.0f;
+  return SampledToken{chosen, logprob};
 }
 
 }  // namespace placer::model

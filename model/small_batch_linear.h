@@ -25,9 +25,9 @@ enum class WeightLayout { kOutIn, kInOut };
 // The widest instruction set this CPU runs that the kernels have (checked once).
 VectorIsa DetectVectorIsa();
 
-// Input rows up to which the kernel of `isa` beats sgemm (measured: bench/analysis.md);
-// 0 for kNone.
-int64_t SmallBatchLinearMaxRows(VectorIsa isa);
+// Input rows up to which the kernels of `isa` for `layout` are used (measured with
+// `placer-bench-model products`, bench/analysis.md); 0 for kNone.
+int64_t SmallBatchLinearMaxRows(VectorIsa isa, WeightLayout layout = WeightLayout::kOutIn);
 
 // True when x (any shape [..., in]), weight (in `layout`) and bias ([out] or undefined) are
 // float32 CPU tensors the kernels take: weight and bias contiguous.

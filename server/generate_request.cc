@@ -42,6 +42,7 @@ absl::StatusOr<model::GenerationRequest> BuildGenerationRequest(const v1::Genera
     out.sampling.repetition_penalty = params.repetition_penalty();
   }
   out.sampling.seed = params.seed();
+  out.sampling.logprobs = request.return_logprobs();
   if (absl::Status status = model::ValidateSamplingParams(out.sampling, vocab); !status.ok()) {
     return status;
   }

@@ -86,6 +86,26 @@ TEST_F(BenchTools, OffloadLayoutsStageTheBytesTheyOffload) {
   EXPECT_EQ(half["runs"][0]["tokens"], resident["runs"][0]["tokens"]);
 }
 
+TEST_F(BenchTools, ProductsTimesEveryRowCountEachWay) {
+  const nlohmann::json products =
+      Json(absl::StrCat(PLACER_BENCH_MODEL_PATH, " products --threads 1 --runs 1"));
+  if (products.is_discarded()) return;
+  ASSERT_EQ(products["points"].size(), 7u) << products.dump();
+  // 8 layers of q, k, v, o, gate, up, down and the 32000 x 768 lm_head, in F32.
+  EXPECT_EQ(products["weight_bytes_per_pass"], int64_t{299630592});
+  int64_t previous_rows = 0;
+  for (const nlohmann::json& point : products["points"]) {
+    EXPECT_GT(point["rows"].get<int64_t>(), previous_rows);
+    previous_rows = point["rows"].get<int64_t>();
+    for (const char* way : {"placer", "sgemm", "gemv_per_row"}) {
+      EXPECT_GT(point["out_in_ms"][way].get<double>(), 0) << way << " at " << previous_rows;
+    }
+    for (const char* way : {"placer", "sgemm"}) {
+      EXPECT_GT(point["in_out_ms"][way].get<double>(), 0) << way << " at " << previous_rows;
+    }
+  }
+}
+
 TEST_F(BenchTools, BadArgumentsAreNamed) {
   CommandResult result = RunCommand(Decode("sideways"));
   EXPECT_EQ(result.exit_code, 1);

@@ -1,9 +1,11 @@
 // Generate over gRPC against a real placerd: streamed tokens, finish reasons, usage, seeds,
 // defaults, and INVALID_ARGUMENT / FAILED_PRECONDITION that name the field.
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -91,6 +93,11 @@ TEST_F(GenerateOverGrpc, GreedyStreamsOneTokenPerMessageAndMatchesForward) {
   ASSERT_EQ(result.tokens.size(), 5u);
   EXPECT_EQ(result.messages, 6);  // five tokens, then finish_reason and usage
   EXPECT_EQ(result.logprobs.size(), 5u);
+  // Real log-probabilities (computed only because the request asked): below 0, above -inf.
+  for (float logprob : result.logprobs) {
+    EXPECT_LT(logprob, 0.0f);
+    EXPECT_TRUE(std::isfinite(logprob));
+  }
   EXPECT_EQ(result.finish_reason, "length");
   EXPECT_EQ(result.usage.prompt_tokens(), 3u);
   EXPECT_EQ(result.usage.completion_tokens(), 5u);

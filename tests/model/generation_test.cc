@@ -72,6 +72,7 @@ TEST_P(Decoding, GreedyGenerationFollowsTheArgmaxOfFullForwardPasses) {
   GenerationRequest request;
   request.prompt = {1, 20, 300, 4000 % 2048};
   request.max_new_tokens = 8;
+  request.sampling.logprobs = true;
   std::vector<SampledToken> generated;
   auto finish = GenerateTokens(*model_, request, [&](const SampledToken& token) {
     generated.push_back(token);
@@ -168,14 +169,16 @@ TEST(Sampler, GreedyTopKOneAndRepetitionPenalty) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(narrow.Next(logits, {}).id, 1);
   SamplingParams penalised;
   penalised.repetition_penalty = 1.2f;
+  penalised.logprobs = true;
   Sampler repeat(penalised);
   // 2.0 / 1.2 < 1.9: having seen token 1 makes token 2 the greedy choice.
   EXPECT_EQ(repeat.Next(logits, {1}).id, 2);
-  // The log-probability is the model's own, before any penalty.
+  // The log-probability is the model's own, before any penalty; computed only when asked.
   const SampledToken token = repeat.Next(logits, {1});
   double normalizer = 0;
   for (float logit : logits) normalizer += std::exp(logit);
   EXPECT_NEAR(token.logprob, 1.9 - std::log(normalizer), 1e-5);
+  EXPECT_EQ(Sampler(SamplingParams{}).Next(logits, {}).logprob, 0.0f);
 }
 
 TEST(Sampler, OutOfRangeParametersNameTheField) {

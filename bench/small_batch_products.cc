@@ -1,0 +1,96 @@
+#include "bench/small_batch_products.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/small_batch_linear.h"
+
+namespace placer::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One `small` step's products: [out, in] per decoder layer (q, k, v, o, gate, up, down) x 8,
+// then the lm_head.
+std::vector<std::pair<int64_t, int64_t>> SmallPresetShapes() {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int layer = 0; layer < 8; ++layer) {
+    for (auto shape : {std::pair<int64_t, int64_t>{768, 768}, {256, 768}, {256, 768}, {768, 768},
+                       {2048, 768}, {2048, 768}, {768, 2048}}) {
+      shapes.push_back(shape);
+    }
+  }
+  shapes.push_back({32000, 768});
+  return shapes;
+}
+
+double MedianMilliseconds(const std::function<void()>& pass, int runs) {
+  pass();  // warm: first-touch faults and lazy initialisation are not the product
+  std::vector<double> times;
+  for (int run = 0; run < runs; ++run) {
+    const Clock::time_point start = Clock::now();
+    pass();
+    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+nlohmann::json MeasureSmallBatchProducts(int runs) {
+  const model::VectorIsa isa = model::DetectVectorIsa();
+  if (isa == model::VectorIsa::kNone) {
+    throw std::runtime_error("products: this CPU has neither AVX2 nor AVX-512");
+  }
+  at::manual_seed(1);
+  std::vector<at::Tensor> out_in, in_out;
+  int64_t bytes = 0;
+  for (const auto& [out, in] : SmallPresetShapes()) {
+    out_in.push_back(at::randn({out, in}) * 0.02);
+    in_out.push_back(at::randn({in, out}) * 0.02);
+    bytes += out * in * static_cast<int64_t>(sizeof(float));
+  }
+  nlohmann::json points = nlohmann::json::array();
+  for (int64_t rows : {1, 2, 4, 8, 16, 32, 64}) {
+    std::vector<at::Tensor> inputs;
+    for (const at::Tensor& w : out_in) inputs.push_back(at::randn({rows, w.size(1)}));
+    const auto each = [&](const std::function<void(size_t)>& product) {
+      return [&, product] {
+        for (size_t i = 0; i < out_in.size(); ++i) product(i);
+      };
+    };
+    nlohmann::json point = {{"rows", rows}};
+    point["out_in_ms"] = {
+        {"placer", MedianMilliseconds(each([&](size_t i) {
+           model::SmallBatchLinear(inputs[i], out_in[i], {}, isa);
+         }), runs)},
+        {"sgemm", MedianMilliseconds(each([&](size_t i) { at::linear(inputs[i], out_in[i]); }), runs)},
+        {"gemv_per_row", MedianMilliseconds(each([&](size_t i) {
+           for (int64_t r = 0; r < rows; ++r) at::mv(out_in[i], inputs[i][r]);
+         }), runs)}};
+    point["in_out_ms"] = {
+        {"placer", MedianMilliseconds(each([&](size_t i) {
+           model::SmallBatchLinear(inputs[i], in_out[i], {}, isa, model::WeightLayout::kInOut);
+         }), runs)},
+        {"sgemm", MedianMilliseconds(each([&](size_t i) { at::mm(inputs[i], in_out[i]); }), runs)}};
+    points.push_back(point);
+  }
+  return {{"isa", isa == model::VectorIsa::kAvx512 ? "avx512" : "avx2"},
+          {"placer_max_rows",
+           {{"out_in", model::SmallBatchLinearMaxRows(isa, model::WeightLayout::kOutIn)},
+            {"in_out", model::SmallBatchLinearMaxRows(isa, model::WeightLayout::kInOut)}}},
+          {"threads", at::get_num_threads()},
+          {"weight_bytes_per_pass", bytes},
+          {"runs", runs},
+          {"points", points}};
+}
+
+}  // namespace placer::bench

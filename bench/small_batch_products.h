@@ -1,0 +1,16 @@
+// The few-row matrix products of a decode step, three ways, on the `small` preset's weight
+// shapes: placer's SmallBatchLinear, ATen's at::linear / at::addmm (BLAS sgemm) and one gemv
+// per row. Where SmallBatchLinearMaxRows' crossovers come from (bench/analysis.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace placer::bench {
+
+// For 1, 2, 4, 8, 16, 32 and 64 input rows: milliseconds per pass over every weight of one
+// `small` step (8 decoder layers and the lm_head, 286 MiB of F32, more than any cache, so
+// each pass reads the weights from memory), median of `runs` passes per way, for weights
+// stored [out, in] (Llama) and [in, out] (GPT-2's Conv1D). Needs AVX2 for placer's way.
+nlohmann::json MeasureSmallBatchProducts(int runs);
+
+}  // namespace placer::bench
