@@ -14,16 +14,14 @@
 namespace placer::model {
 namespace {
 
-
 // Weight rows per register tile, and tiles ahead whose rows are prefetched: two rows keep the
 // accumulators of 8 (AVX-512) or 4 (AVX2) input rows in registers; prefetching four tiles
-// ahead gave the best time per pass in bench/analysis.md's kernel experiment.
+// ahead was faster than none at 1-2 rows in a standalone experiment during development.
 constexpr int kTileRows = 2;
 constexpr int64_t kPrefetchTiles = 4;
 // Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
 // in cache for the second chunk (only rows beyond one chunk read it again).
 constexpr int64_t kBlockBytes = 32 << 10;
-
 
 __attribute__((target("avx2,fma"), always_inline)) inline float HorizontalSum256(__m256 v) {
   __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
