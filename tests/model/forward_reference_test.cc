@@ -40,21 +40,29 @@ std::vector<float> ReadFloats(const fs::path& path) {
   return values;
 }
 
+// A checkpoint from placer-make-checkpoint in a fresh temporary directory `name`-<pid>.
+fs::path WriteCheckpoint(const std::string& name, const std::string& writer_args) {
+  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  EXPECT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir.string() + " " +
+                     writer_args + " > /dev/null"),
+            0);
+  return dir;
+}
+
+// Merges `patch` into the checkpoint's config.json.
+void PatchConfig(const fs::path& dir, const nlohmann::json& patch) {
+  nlohmann::json config;
+  std::ifstream(dir / "config.json") >> config;
+  config.merge_patch(patch);
+  std::ofstream(dir / "config.json") << config.dump(2);
+}
+
 class ForwardMatchesReference : public ::testing::TestWithParam<ReferenceCase> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("placer-ref-" + std::to_string(getpid()) + "-" +
-                                        GetParam().name);
-    fs::remove_all(dir_);
-    ASSERT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir_.string() + " " +
-                  GetParam().writer_args + " > /dev/null"),
-              0);
-    if (!GetParam().config_patch.is_null()) {
-      nlohmann::json config;
-      std::ifstream(dir_ / "config.json") >> config;
-      config.merge_patch(GetParam().config_patch);
-      std::ofstream(dir_ / "config.json") << config.dump(2);
-    }
+    dir_ = WriteCheckpoint("placer-ref-" + GetParam().name, GetParam().writer_args);
+    if (!GetParam().config_patch.is_null()) PatchConfig(dir_, GetParam().config_patch);
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
@@ -127,11 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
 
 TEST(Forward, RefusesTokensOutsideTheVocabularyNamingTheIndex) {
-  const fs::path dir = fs::temp_directory_path() / ("placer-ref-bad-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  ASSERT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir.string() +
-                " --arch llama --preset tiny > /dev/null"),
-            0);
+  const fs::path dir = WriteCheckpoint("placer-ref-bad", "--arch llama --preset tiny");
   auto checkpoint = loader::Checkpoint::Open(dir.string());
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   auto model = LoadCausalLm(*checkpoint);
@@ -147,20 +151,12 @@ TEST(Forward, RefusesTokensOutsideTheVocabularyNamingTheIndex) {
   fs::remove_all(dir);
 }
 
-
 // Decoding one token at a time through the KV cache sees the same window as the full pass
 // (decode narrows the cached keys to the window; prefill masks), and the window matters.
 TEST(SlidingWindow, IncrementalDecodeEqualsTheFullPassAndDiffersFromNoWindow) {
-  const fs::path dir = fs::temp_directory_path() / ("placer-ref-window-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  ASSERT_EQ(RunShell(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir.string() +
-                " --arch llama --preset tiny --seed 9 > /dev/null"),
-            0);
+  const fs::path dir = WriteCheckpoint("placer-ref-window", "--arch llama --preset tiny --seed 9");
   const auto load_with = [&](const nlohmann::json& patch) {
-    nlohmann::json config;
-    std::ifstream(dir / "config.json") >> config;
-    config.merge_patch(patch);
-    std::ofstream(dir / "config.json") << config.dump(2);
+    PatchConfig(dir, patch);
     auto checkpoint = loader::Checkpoint::Open(dir.string());
     EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
     auto model = LoadCausalLm(*checkpoint);
