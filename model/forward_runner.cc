@@ -7,6 +7,8 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "model/decode_attention.h"
+#include "model/tensor_ops.h"
 
 namespace placer::model {
 
@@ -25,6 +27,38 @@ std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, in
                                                 const at::Tensor& k, const at::Tensor& v) {
   if (sequence.cache == nullptr) return {k, v};
   return sequence.cache->Append(layer, k, v);
+}
+
+at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t layer,
+                           const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           int64_t window) {
+  const int64_t rows = q.size(0);
+  const int64_t heads = q.size(1);
+  const int64_t kv_heads = k.size(1);
+  const int64_t head_dim = q.size(2);
+  at::Tensor out = at::empty({rows, heads * head_dim}, q.options());
+  std::vector<DecodeRow> decode_rows;
+  KvBlockPool* pool = nullptr;  // every cache of a model shares its pool
+  for (const SequenceRows& sequence : sequences) {
+    const int64_t length = sequence.length;
+    if (length == 1 && sequence.cache != nullptr &&
+        DecodeAttentionApplies(sequence.cache->pool(), layer, q, k, v)) {
+      decode_rows.push_back({sequence.offset, sequence.cache->length(), &sequence.cache->blocks()});
+      pool = &sequence.cache->pool();
+      continue;
+    }
+    auto rows_of = [&](const at::Tensor& t, int64_t n_heads) {
+      return t.narrow(0, sequence.offset, length).view({length, n_heads, head_dim}).transpose(0, 1);
+    };
+    auto [keys, values] = KeysAndValues(sequence, layer, rows_of(k, kv_heads), rows_of(v, kv_heads));
+    out.narrow(0, sequence.offset, length)
+        .view({length, heads, head_dim})
+        .copy_(CausalAttention(rows_of(q, heads), keys, values, window).transpose(0, 1));
+  }
+  if (!decode_rows.empty()) {
+    DecodeAttention(q, k, v, *pool, layer, window, decode_rows, out);
+  }
+  return out;
 }
 
 absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {

@@ -31,6 +31,15 @@ at::ScalarType ComputeScalarType(const ModelRuntime& runtime);
 std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,
                                                 const at::Tensor& k, const at::Tensor& v);
 
+// Attention of every sequence of a pass in decoder layer `layer` (appending to each one's
+// cache): q [rows, heads, head_dim] and k, v [rows, kv_heads, head_dim], already rotated.
+// A sequence's single decode row goes through DecodeAttention over its cache when the layer's
+// pool is on the CPU in float32, so that row's result is the same in any batch; other
+// sequences through CausalAttention. Returns [rows, heads * head_dim].
+at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t layer,
+                           const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           int64_t window);
+
 // What flows from block to block during one forward pass: the new tokens of every sequence
 // in the batch, stacked row after row.
 struct BlockState {

@@ -88,18 +88,9 @@ class Gpt2 final : public DecoderOnlyModel {
     at::Tensor& hidden = state.hidden;
     const at::Tensor x = at::layer_norm(hidden, {hidden_size}, w[kLn1Weight], w[kLn1Bias], eps);
     const std::vector<at::Tensor> qkv = Conv1D(x, w[kAttnWeight], w[kAttnBias]).split(hidden_size, -1);
-    std::vector<at::Tensor> attended;
-    for (const SequenceRows& sequence : state.sequences) {
-      const int64_t length = sequence.length;
-      auto heads_first = [&](const at::Tensor& t) {
-        return t.narrow(0, sequence.offset, length).view({length, heads, head_dim}).transpose(0, 1);
-      };
-      auto [keys, values] = KeysAndValues(sequence, index, heads_first(qkv[1]), heads_first(qkv[2]));
-      attended.push_back(CausalAttention(heads_first(qkv[0]), keys, values)
-                             .transpose(0, 1)
-                             .reshape({length, hidden_size}));
-    }
-    const at::Tensor all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
+    auto heads_of = [&](const at::Tensor& t) { return t.view({rows, heads, head_dim}); };
+    const at::Tensor all = AttendSequences(state.sequences, index, heads_of(qkv[0]),
+                                           heads_of(qkv[1]), heads_of(qkv[2]), /*window=*/0);
     hidden = hidden + Conv1D(all.view({rows, hidden_size}), w[kAttnProjWeight], w[kAttnProjBias]);
     const at::Tensor y = at::layer_norm(hidden, {hidden_size}, w[kLn2Weight], w[kLn2Bias], eps);
     const at::Tensor activated = at::gelu(Conv1D(y, w[kFcWeight], w[kFcBias]), "tanh");

@@ -13,7 +13,13 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, std::vector<int32_t> blocks,
 KvCache::~KvCache() { pool_->Give(blocks_); }
 
 void KvCache::BeginStep(int64_t tokens) {
-  if (contiguous_) return;
+  step_tokens_ = tokens;
+  write_slots_ = at::Tensor();
+  read_slots_ = at::Tensor();
+}
+
+void KvCache::ComputeSlots() {
+  const int64_t tokens = step_tokens_;
   std::vector<int64_t> slots;
   slots.reserve(static_cast<size_t>(length_ + tokens));
   for (int64_t position = 0; position < length_ + tokens; ++position) {
@@ -39,6 +45,7 @@ std::pair<at::Tensor, at::Tensor> KvCache::Append(int64_t layer, const at::Tenso
     values.narrow(1, base + length_, tokens).copy_(v);
     return {keys.narrow(1, base, length_ + tokens), values.narrow(1, base, length_ + tokens)};
   }
+  if (!read_slots_.defined()) ComputeSlots();
   const at::Device device = keys.device();
   const at::Tensor write = SlotsOn(write_slots_, device);
   const at::Tensor read = SlotsOn(read_slots_, device);

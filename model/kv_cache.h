@@ -24,7 +24,7 @@ class KvCache final : public SequenceCache {
   int64_t length() const override { return length_; }
   int64_t capacity() const override { return capacity_; }
 
-  // Before a forward pass that adds `tokens` positions: works out where they go.
+  // Before a forward pass that adds `tokens` positions.
   void BeginStep(int64_t tokens);
   // Writes this step's keys/values ([kv_heads, T, head_dim], on the layer's device) at
   // positions length()..+T-1 of `layer` and returns all keys/values so far
@@ -34,9 +34,13 @@ class KvCache final : public SequenceCache {
   void Commit(int64_t tokens) { length_ += tokens; }
 
   const std::vector<int32_t>& blocks() const { return blocks_; }
+  KvBlockPool& pool() const { return *pool_; }
 
  private:
   at::Tensor SlotsOn(const at::Tensor& slots, at::Device device) const;
+  // The pool positions of this step's tokens and of all before them, when first needed (a
+  // step whose rows all go through DecodeAttention never needs them).
+  void ComputeSlots();
 
   std::shared_ptr<KvBlockPool> pool_;
   std::vector<int32_t> blocks_;
@@ -44,6 +48,7 @@ class KvCache final : public SequenceCache {
   int64_t length_ = 0;
   // Consecutive blocks: the keys are one slice of the pool, read and written in place.
   bool contiguous_ = true;
+  int64_t step_tokens_ = 0;
   // Otherwise: pool positions of this step's new tokens and of every position so far.
   at::Tensor write_slots_, read_slots_;
 };

@@ -70,7 +70,7 @@ class Llama final : public DecoderOnlyModel {
     const int64_t head_dim = config().head_dim;
     at::Tensor& hidden = state.hidden;
     // Projections and the MLP see every sequence's rows at once (one read of the weights);
-    // rotary positions and attention are per sequence.
+    // attention is per sequence.
     const at::Tensor x = RmsNorm(hidden, w[kInputNorm], config().norm_eps);
     const at::Tensor q = Linear(x, w[kQ], w[kQBias]);
     const at::Tensor k = Linear(x, w[kK], w[kKBias]);
@@ -89,21 +89,26 @@ class Llama final : public DecoderOnlyModel {
       std::tie(q_all, k_all) = rotary_.ApplyRows(q_all, k_all, positions);
     }
     const int64_t window = config().attention_window(index);
-    std::vector<at::Tensor> attended;
-    for (const SequenceRows& sequence : state.sequences) {
-      const int64_t length = sequence.length;
-      auto rows_of = [&](const at::Tensor& t, int64_t n_heads) {
-        return t.narrow(0, sequence.offset, length).view({length, n_heads, head_dim}).transpose(0, 1);
-      };
-      at::Tensor q_rotated = rows_of(q_all, heads);
-      at::Tensor k_rotated = rows_of(k_all, kv_heads);
-      if (!rows_at_once) std::tie(q_rotated, k_rotated) = rotary_.Apply(q_rotated, k_rotated, sequence.start);
-      auto [keys, values] = KeysAndValues(sequence, index, k_rotated, rows_of(v, kv_heads));
-      attended.push_back(CausalAttention(q_rotated, keys, values, window)
-                             .transpose(0, 1)
-                             .reshape({length, heads * head_dim}));
+    at::Tensor all;
+    if (rows_at_once) {
+      all = AttendSequences(state.sequences, index, q_all, k_all,
+                            v.view({rows, kv_heads, head_dim}), window);
+    } else {
+      std::vector<at::Tensor> attended;
+      for (const SequenceRows& sequence : state.sequences) {
+        const int64_t length = sequence.length;
+        auto rows_of = [&](const at::Tensor& t, int64_t n_heads) {
+          return t.narrow(0, sequence.offset, length).view({length, n_heads, head_dim}).transpose(0, 1);
+        };
+        auto [q_rotated, k_rotated] =
+            rotary_.Apply(rows_of(q_all, heads), rows_of(k_all, kv_heads), sequence.start);
+        auto [keys, values] = KeysAndValues(sequence, index, k_rotated, rows_of(v, kv_heads));
+        attended.push_back(CausalAttention(q_rotated, keys, values, window)
+                               .transpose(0, 1)
+                               .reshape({length, heads * head_dim}));
+      }
+      all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
     }
-    const at::Tensor all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
     hidden = hidden + Linear(all.view({rows, heads * head_dim}), w[kO]);
     const at::Tensor y = RmsNorm(hidden, w[kPostNorm], config().norm_eps);
     hidden = hidden + Linear(at::silu(Linear(y, w[kGate])) * Linear(y, w[kUp]), w[kDown]);

@@ -1,0 +1,198 @@
+#include "model/decode_attention.h"
+
+#include <ATen/Parallel.h>
+
+// See small_batch_out_in.cc: GCC 12's intrinsics headers warn about themselves.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/spinning_workers.h"
+
+namespace placer::model {
+namespace {
+
+struct Operands {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t q_row, k_row, v_row;  // row strides
+  float* key_pool;               // [kv_heads, pool_positions, head_dim]
+  float* value_pool;
+  int64_t pool_positions;
+  float* out;  // [rows, heads * head_dim]
+  int64_t heads, kv_heads, head_dim;
+  int64_t window;
+  float scale;
+};
+
+__attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b, int64_t n) {
+  __m256 even = _mm256_setzero_ps();
+  __m256 odd = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), even);
+    odd = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), odd);
+  }
+  for (; i + 8 <= n; i += 8) {
+    even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), even);
+  }
+  const __m256 both = _mm256_add_ps(even, odd);
+  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
+  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+  sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
+  float total = _mm_cvtss_f32(sum);
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+__attribute__((target("avx2,fma"))) void AxpyAvx2(float* y, float a, const float* x, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+float DotPlain(const float* a, const float* b, int64_t n) {
+  float total = 0.0f;
+  for (int64_t i = 0; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+void AxpyPlain(float* y, float a, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// One decode row and one kv head: the query heads of its group.
+template <bool kAvx2>
+void AttendGroup(const Operands& op, const DecodeRow& row, int64_t kv_head) {
+  auto dot = kAvx2 ? DotAvx2 : DotPlain;
+  auto axpy = kAvx2 ? AxpyAvx2 : AxpyPlain;
+  const int64_t d = op.head_dim;
+  const int64_t group = op.heads / op.kv_heads;
+  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
+  const std::vector<int32_t>& blocks = *row.blocks;
+  auto slot = [&](int64_t position) {
+    return static_cast<int64_t>(blocks[static_cast<size_t>(position / kBlock)]) * kBlock +
+           position % kBlock;
+  };
+  float* keys = op.key_pool + kv_head * op.pool_positions * d;
+  float* values = op.value_pool + kv_head * op.pool_positions * d;
+  const int64_t newest = row.position;
+  std::memcpy(keys + slot(newest) * d, op.k + row.row * op.k_row + kv_head * d, sizeof(float) * d);
+  std::memcpy(values + slot(newest) * d, op.v + row.row * op.v_row + kv_head * d,
+              sizeof(float) * d);
+
+  const int64_t first = op.window > 0 ? std::max<int64_t>(0, newest - op.window + 1) : 0;
+  const int64_t seen = newest - first + 1;
+  thread_local std::vector<float> scores;
+  scores.resize(static_cast<size_t>(group * seen));
+  const float* queries = op.q + row.row * op.q_row + kv_head * group * d;
+  // Each key is read once for the whole group.
+  for (int64_t j = 0; j < seen; ++j) {
+    const float* key = keys + slot(first + j) * d;
+    for (int64_t g = 0; g < group; ++g) {
+      scores[static_cast<size_t>(g * seen + j)] = dot(queries + g * d, key, d) * op.scale;
+    }
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    float* s = scores.data() + g * seen;
+    const float largest = *std::max_element(s, s + seen);
+    float total = 0.0f;
+    for (int64_t j = 0; j < seen; ++j) {
+      s[j] = std::exp(s[j] - largest);
+      total += s[j];
+    }
+    const float inverse = 1.0f / total;
+    for (int64_t j = 0; j < seen; ++j) s[j] *= inverse;
+  }
+  float* out = op.out + row.row * op.heads * d + kv_head * group * d;
+  std::fill(out, out + group * d, 0.0f);
+  for (int64_t j = 0; j < seen; ++j) {
+    const float* value = values + slot(first + j) * d;
+    for (int64_t g = 0; g < group; ++g) {
+      axpy(out + g * d, scores[static_cast<size_t>(g * seen + j)], value, d);
+    }
+  }
+}
+
+bool RowsOfHeads(const at::Tensor& t, int64_t heads, int64_t head_dim) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.dim() == 3 &&
+         t.size(1) == heads && t.size(2) == head_dim && t.stride(2) == 1 &&
+         t.stride(1) == head_dim;
+}
+
+}  // namespace
+
+bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v) {
+  const at::Tensor& keys = pool.keys(layer);
+  const at::Tensor& values = pool.values(layer);
+  if (!keys.device().is_cpu() || keys.scalar_type() != at::kFloat || !keys.is_contiguous() ||
+      !values.is_contiguous() || keys.dim() != 3 || q.dim() != 3) {
+    return false;
+  }
+  const int64_t kv_heads = keys.size(0);
+  const int64_t head_dim = keys.size(2);
+  const int64_t heads = q.size(1);
+  return kv_heads > 0 && heads % kv_heads == 0 && RowsOfHeads(q, heads, head_dim) &&
+         RowsOfHeads(k, kv_heads, head_dim) && RowsOfHeads(v, kv_heads, head_dim);
+}
+
+void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     KvBlockPool& pool, int64_t layer, int64_t window,
+                     const std::vector<DecodeRow>& rows, at::Tensor& out, VectorIsa isa) {
+  TORCH_CHECK(DecodeAttentionApplies(pool, layer, q, k, v), "DecodeAttention: unsupported operands");
+  at::Tensor& keys = pool.keys(layer);
+  const int64_t heads = q.size(1);
+  const int64_t head_dim = keys.size(2);
+  TORCH_CHECK(out.is_contiguous() && out.scalar_type() == at::kFloat && out.dim() == 2 &&
+                  out.size(0) == q.size(0) && out.size(1) == heads * head_dim,
+              "DecodeAttention: out must be contiguous float [rows, heads * head_dim]");
+  for (const DecodeRow& row : rows) {
+    TORCH_CHECK(row.row >= 0 && row.row < q.size(0) && row.position >= 0 &&
+                    row.position / KvBlockPool::kBlockPositions <
+                        static_cast<int64_t>(row.blocks->size()),
+                "DecodeAttention: row ", row.row, " at position ", row.position,
+                " is outside its inputs or its blocks");
+  }
+  const Operands op{q.data_ptr<float>(),
+                    k.data_ptr<float>(),
+                    v.data_ptr<float>(),
+                    q.stride(0),
+                    k.stride(0),
+                    v.stride(0),
+                    keys.data_ptr<float>(),
+                    pool.values(layer).data_ptr<float>(),
+                    keys.size(1),
+                    out.data_ptr<float>(),
+                    heads,
+                    keys.size(0),
+                    head_dim,
+                    window,
+                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
+  const bool avx2 = isa != VectorIsa::kNone;
+  const int64_t tasks = static_cast<int64_t>(rows.size()) * op.kv_heads;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const DecodeRow& row = rows[static_cast<size_t>(task / op.kv_heads)];
+      if (avx2) {
+        AttendGroup<true>(op, row, task % op.kv_heads);
+      } else {
+        AttendGroup<false>(op, row, task % op.kv_heads);
+      }
+    }
+  };
+  if (tasks == 0) return;
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop

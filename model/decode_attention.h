@@ -1,0 +1,47 @@
+// Attention for the decode rows of a step (one new token of a sequence that has a KV cache),
+// computed straight over the paged pool.
+//
+// Through ATen, one sequence's attention is some 25 small operators (views, the KV write, two
+// tiny matrix products, softmax, the reshape back), ~120 us per sequence per layer on this
+// CPU whatever the length: with 8 streams that was half of a decode step
+// (bench/analysis.md). This kernel does a whole step's decode rows in one call: it writes
+// each new key and value into its block, and walks each sequence's block table reading
+// every cached key and value once for all the query heads that share it.
+//
+// Batch invariance: a row's result depends only on its own query and cache (fixed summation
+// order, whatever other rows are in the call or how the rows are split among threads).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "model/kv_block_pool.h"
+#include "model/small_batch_linear.h"
+
+namespace placer::model {
+
+struct DecodeRow {
+  int64_t row;                         // its row in q, k, v and out
+  int64_t position;                    // the new token's position (keys 0..position exist after)
+  const std::vector<int32_t>* blocks;  // its block table in the pool
+};
+
+// True when `layer`'s pool and q (see DecodeAttention) are what the kernel takes: float32
+// on the CPU, the pool contiguous, q/k/v rows of [heads, head_dim] contiguous inside.
+bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v);
+
+// For every row r in `rows`: stores k[r], v[r] ([kv_heads, head_dim]) at r.position in
+// `layer`'s pool, then out[r] = softmax(q[r] . keys^T / sqrt(head_dim)) . values over
+// positions max(0, position - window + 1) .. position (window 0: all), each query head with
+// the kv head of its group. q: [rows, heads, head_dim], k and v: [rows, kv_heads, head_dim]
+// (any row stride), out: [rows, heads * head_dim] contiguous; rows not listed are untouched.
+// `isa` kNone: plain C++ loops (CPUs without AVX2; tests).
+void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     KvBlockPool& pool, int64_t layer, int64_t window,
+                     const std::vector<DecodeRow>& rows, at::Tensor& out,
+                     VectorIsa isa = DetectVectorIsa());
+
+}  // namespace placer::model
