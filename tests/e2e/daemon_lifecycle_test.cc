@@ -4,6 +4,9 @@
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "client/placer_client.h"
@@ -76,6 +79,59 @@ TEST(DaemonWithoutModel, InfoReportsNoModelAsTextAndJson) {
   const nlohmann::json info = nlohmann::json::parse(json.output);
   EXPECT_EQ(info.at("state"), "none");
   EXPECT_FALSE(info.at("server_version").get<std::string>().empty());
+}
+
+// NAME=value entries of a running process's environment.
+std::vector<std::string> EnvironmentOf(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::vector<std::string> entries;
+  for (size_t start = 0; start < all.size();) {
+    const size_t end = all.find('\0', start);
+    entries.push_back(all.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return entries;
+}
+
+bool Contains(const std::vector<std::string>& entries, const std::string& entry) {
+  return std::find(entries.begin(), entries.end(), entry) != entries.end();
+}
+
+// Idle OpenMP and OpenBLAS threads must sleep, not spin on the cores the next step needs
+// (server/thread_wait_defaults.cc); a value the user set wins.
+TEST(DaemonEnvironment, ThreadPoolsSleepWhenIdleUnlessTheUserSetIt) {
+  const char* saved_omp = std::getenv("OMP_WAIT_POLICY");
+  const char* saved_blas = std::getenv("OPENBLAS_THREAD_TIMEOUT");
+  const std::string omp = saved_omp == nullptr ? "" : saved_omp;
+  const std::string blas = saved_blas == nullptr ? "" : saved_blas;
+  unsetenv("OMP_WAIT_POLICY");
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  {
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports));
+    ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+    const std::vector<std::string> environment = EnvironmentOf(daemon.pid());
+    EXPECT_TRUE(Contains(environment, "OMP_WAIT_POLICY=passive"));
+    EXPECT_TRUE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=4"));
+  }
+  setenv("OPENBLAS_THREAD_TIMEOUT", "28", 1);
+  {
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports));
+    ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+    const std::vector<std::string> environment = EnvironmentOf(daemon.pid());
+    EXPECT_TRUE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=28"));
+    EXPECT_FALSE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=4"));
+    EXPECT_TRUE(Contains(environment, "OMP_WAIT_POLICY=passive")) << "still added";
+  }
+  if (omp.empty()) unsetenv("OMP_WAIT_POLICY"); else setenv("OMP_WAIT_POLICY", omp.c_str(), 1);
+  if (blas.empty()) {
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  } else {
+    setenv("OPENBLAS_THREAD_TIMEOUT", blas.c_str(), 1);
+  }
 }
 
 TEST(Cli, UnreachableDaemonExitsTwoWithOneLineWithinTheTimeout) {

@@ -30,6 +30,7 @@ class DaemonProcess {
   std::optional<int> WaitExit(std::chrono::milliseconds timeout);
   bool running();
   std::string Log() const;
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
