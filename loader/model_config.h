@@ -78,6 +78,15 @@ struct ModelConfig {
     }
     return 0;
   }
+  // The window every decoder layer has, or 0 when some layer sees all keys: a sequence's KV
+  // cache then never needs more positions than this (model/kv_cache.h).
+  std::int64_t shared_attention_window() const {
+    const std::int64_t window = num_hidden_layers > 0 ? attention_window(0) : 0;
+    for (std::int64_t layer = 1; layer < num_hidden_layers; ++layer) {
+      if (attention_window(layer) != window) return 0;
+    }
+    return window;
+  }
   // The longest sequence the model runs: max_position_embeddings, times the factor with
   // "dynamic" RoPE scaling, which rescales the rotary base beyond it (as transformers does).
   std::int64_t context_length() const {

@@ -78,8 +78,10 @@ void AttendGroup(const Operands& op, const DecodeRow& row, int64_t kv_head) {
   const int64_t group = op.heads / op.kv_heads;
   constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
   const std::vector<int32_t>& blocks = *row.blocks;
-  auto slot = [&](int64_t position) {
-    return static_cast<int64_t>(blocks[static_cast<size_t>(position / kBlock)]) * kBlock +
+  const auto entries = static_cast<int64_t>(blocks.size());
+  auto slot = [&](int64_t position) {  // a ring's table wraps (KvCache)
+    return static_cast<int64_t>(blocks[static_cast<size_t>((position / kBlock) % entries)]) *
+               kBlock +
            position % kBlock;
   };
   float* keys = op.key_pool + kv_head * op.pool_positions * d;
@@ -156,11 +158,12 @@ void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                   out.size(0) == q.size(0) && out.size(1) == heads * head_dim,
               "DecodeAttention: out must be contiguous float [rows, heads * head_dim]");
   for (const DecodeRow& row : rows) {
-    TORCH_CHECK(row.row >= 0 && row.row < q.size(0) && row.position >= 0 &&
-                    row.position / KvBlockPool::kBlockPositions <
-                        static_cast<int64_t>(row.blocks->size()),
+    const int64_t held = static_cast<int64_t>(row.blocks->size()) * KvBlockPool::kBlockPositions;
+    // Blocks holding fewer positions than the row's are a ring: its window must fit them.
+    TORCH_CHECK(row.row >= 0 && row.row < q.size(0) && row.position >= 0 && held > 0 &&
+                    (row.position < held || (window > 0 && window <= held)),
                 "DecodeAttention: row ", row.row, " at position ", row.position,
-                " is outside its inputs or its blocks");
+                " is outside its inputs or its ", held, " positions of blocks");
   }
   const Operands op{q.data_ptr<float>(),
                     k.data_ptr<float>(),

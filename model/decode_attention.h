@@ -25,7 +25,8 @@ namespace placer::model {
 struct DecodeRow {
   int64_t row;                         // its row in q, k, v and out
   int64_t position;                    // the new token's position (keys 0..position exist after)
-  const std::vector<int32_t>* blocks;  // its block table in the pool
+  const std::vector<int32_t>* blocks;  // its block table in the pool; a ring when shorter
+                                       // than position + 1 (KvCache)
 };
 
 // True when `layer`'s pool and q (see DecodeAttention) are what the kernel takes: float32

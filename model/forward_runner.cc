@@ -66,7 +66,9 @@ absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
   if (runtime.max_sequence_length > 0) {
     max_positions_ = std::min<int64_t>(max_positions_, runtime.max_sequence_length);
   }
-  const int64_t sequence_blocks = placement::KvBlocksFor(max_positions_);
+  ring_window_ = config_.shared_attention_window();
+  const int64_t sequence_blocks = placement::KvBlocksFor(
+      ring_window_ > 0 ? std::min(max_positions_, ring_window_) : max_positions_);
   const int64_t blocks = runtime.kv_cache_blocks > 0 ? runtime.kv_cache_blocks : 8 * sequence_blocks;
   if (blocks < sequence_blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -184,9 +186,15 @@ absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(
         absl::StrCat("a sequence of ", capacity, " positions does not fit the ", max_positions_,
                      " served (the model's context, or less with --max-seq-len)"));
   }
-  auto blocks = kv_pool_->Take(capacity);
+  // With a window on every layer, the positions of one window (rounded up to whole blocks)
+  // serve a sequence of any length.
+  const int64_t held =
+      ring_window_ > 0
+          ? std::min(capacity, placement::KvBlocksFor(ring_window_) * KvBlockPool::kBlockPositions)
+          : capacity;
+  auto blocks = kv_pool_->Take(held);
   if (!blocks.ok()) return blocks.status();
-  return std::make_unique<KvCache>(kv_pool_, *std::move(blocks), capacity);
+  return std::make_unique<KvCache>(kv_pool_, *std::move(blocks), capacity, ring_window_);
 }
 
 absl::StatusOr<Logits> DecoderOnlyModel::Forward(const std::vector<int32_t>& token_ids,

@@ -87,6 +87,9 @@ class DecoderOnlyModel : public CausalLm {
   std::unique_ptr<placement::BlockDispatcher> dispatcher_;
   int64_t first_layer_block_;
   int64_t max_positions_ = 0;
+  // The window of every layer when all have one (a sequence then needs only that many
+  // positions: KvCache's ring), else 0.
+  int64_t ring_window_ = 0;
   std::shared_ptr<KvBlockPool> kv_pool_;
 };
 

@@ -1,16 +1,30 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+
+#include "c10/util/Exception.h"
+
 namespace placer::model {
 
 KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, std::vector<int32_t> blocks,
-                 int64_t capacity)
-    : pool_(std::move(pool)), blocks_(std::move(blocks)), capacity_(capacity) {
+                 int64_t capacity, int64_t window)
+    : pool_(std::move(pool)), blocks_(std::move(blocks)), capacity_(capacity), window_(window) {
+  TORCH_CHECK(!ring() || (window_ > 0 && window_ <= held_positions()),
+              "KvCache: ", held_positions(), " positions hold neither the sequence's ", capacity_,
+              " nor its window of ", window_);
   for (size_t i = 1; i < blocks_.size(); ++i) {
     if (blocks_[i] != blocks_[i - 1] + 1) contiguous_ = false;
   }
+  if (ring()) contiguous_ = false;
 }
 
 KvCache::~KvCache() { pool_->Give(blocks_); }
+
+int64_t KvCache::SlotOf(int64_t position) const {
+  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
+  const auto entry = static_cast<size_t>((position / kBlock) % static_cast<int64_t>(blocks_.size()));
+  return static_cast<int64_t>(blocks_[entry]) * kBlock + position % kBlock;
+}
 
 void KvCache::BeginStep(int64_t tokens) {
   step_tokens_ = tokens;
@@ -20,14 +34,21 @@ void KvCache::BeginStep(int64_t tokens) {
 
 void KvCache::ComputeSlots() {
   const int64_t tokens = step_tokens_;
-  std::vector<int64_t> slots;
-  slots.reserve(static_cast<size_t>(length_ + tokens));
-  for (int64_t position = 0; position < length_ + tokens; ++position) {
-    const int64_t block = blocks_[static_cast<size_t>(position / KvBlockPool::kBlockPositions)];
-    slots.push_back(block * KvBlockPool::kBlockPositions + position % KvBlockPool::kBlockPositions);
+  // A ring keeps the window - 1 positions before this step (the first query's window) and
+  // stores only the step's last held_positions() tokens: earlier ones would be overwritten
+  // within the step. The step's queries read its own keys from the step's tensors.
+  const int64_t first_read = ring() ? length_ - std::min(length_, window_ - 1) : 0;
+  const int64_t read_end = ring() ? length_ : length_ + tokens;
+  written_ = ring() ? std::min(tokens, held_positions()) : tokens;
+  std::vector<int64_t> reads, writes;
+  for (int64_t position = first_read; position < read_end; ++position) {
+    reads.push_back(SlotOf(position));
   }
-  read_slots_ = at::tensor(slots, at::kLong);
-  write_slots_ = read_slots_.narrow(0, length_, tokens);
+  for (int64_t position = length_ + tokens - written_; position < length_ + tokens; ++position) {
+    writes.push_back(SlotOf(position));
+  }
+  read_slots_ = at::tensor(reads, at::kLong);
+  write_slots_ = at::tensor(writes, at::kLong);
 }
 
 at::Tensor KvCache::SlotsOn(const at::Tensor& slots, at::Device device) const {
@@ -49,6 +70,14 @@ std::pair<at::Tensor, at::Tensor> KvCache::Append(int64_t layer, const at::Tenso
   const at::Device device = keys.device();
   const at::Tensor write = SlotsOn(write_slots_, device);
   const at::Tensor read = SlotsOn(read_slots_, device);
+  if (ring()) {
+    // Read before writing: the step's stores may land on the slots of positions it reads.
+    at::Tensor seen_keys = at::cat({keys.index_select(1, read), k}, 1);
+    at::Tensor seen_values = at::cat({values.index_select(1, read), v}, 1);
+    keys.index_copy_(1, write, k.narrow(1, tokens - written_, written_));
+    values.index_copy_(1, write, v.narrow(1, tokens - written_, written_));
+    return {seen_keys, seen_values};
+  }
   keys.index_copy_(1, write, k);
   values.index_copy_(1, write, v);
   return {keys.index_select(1, read), values.index_select(1, read)};

@@ -29,8 +29,9 @@ std::int64_t KvBlocksFor(std::int64_t positions) {
   return (positions + kKvBlockPositions - 1) / kKvBlockPositions;
 }
 
-std::int64_t KvCacheBlocks(const ServingLimits& limits) {
-  const std::int64_t per_sequence = KvBlocksFor(limits.max_seq_len);
+std::int64_t KvCacheBlocks(const ServingLimits& limits, std::int64_t window) {
+  const std::int64_t per_sequence = KvBlocksFor(
+      window > 0 ? std::min(limits.max_seq_len, window) : limits.max_seq_len);
   if (limits.max_batch_total_tokens > 0) {
     return std::max(per_sequence, KvBlocksFor(limits.max_batch_total_tokens));
   }
@@ -43,7 +44,8 @@ std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
   bytes = Mul(bytes, NonNegative(config.num_key_value_heads));
   bytes = Mul(bytes, NonNegative(config.head_dim));
   bytes = Mul(bytes, loader::DTypeSize(kv_dtype));
-  return Mul(bytes, Mul(NonNegative(KvCacheBlocks(limits)), kKvBlockPositions));
+  return Mul(bytes, Mul(NonNegative(KvCacheBlocks(limits, config.shared_attention_window())),
+                       kKvBlockPositions));
 }
 
 std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,

@@ -25,8 +25,10 @@ inline constexpr std::int64_t kKvBlockPositions = 16;
 std::int64_t KvBlocksFor(std::int64_t positions);
 
 // KV-cache blocks of the pool: max_batch_size x the blocks of one max_seq_len sequence,
-// or max_batch_total_tokens in blocks (never fewer than one longest sequence needs).
-std::int64_t KvCacheBlocks(const ServingLimits& limits);
+// or max_batch_total_tokens in blocks (never fewer than one longest sequence needs). With a
+// `window` on every layer (ModelConfig::shared_attention_window) a sequence needs only the
+// blocks of min(max_seq_len, window) positions.
+std::int64_t KvCacheBlocks(const ServingLimits& limits, std::int64_t window = 0);
 
 // Exactly 2 (K and V) x kv_heads x head_dim x bytes per element x KvCacheBlocks x
 // kKvBlockPositions: the KV cache one decoder layer keeps, which is what the runtime's

@@ -74,7 +74,8 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   auto limits = placement::ServingLimitsFor(placement, (*checkpoint)->config());
   if (!limits.ok()) return limits.status();
   runtime.max_sequence_length = limits->max_seq_len;
-  runtime.kv_cache_blocks = placement::KvCacheBlocks(*limits);
+  runtime.kv_cache_blocks =
+      placement::KvCacheBlocks(*limits, (*checkpoint)->config().shared_attention_window());
   runtime.compute_dtype = *compute_dtype;
   auto model = model::LoadCausalLm(*checkpoint, runtime);
   if (!model.ok()) return model.status();

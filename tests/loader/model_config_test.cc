@@ -93,6 +93,12 @@ TEST(ModelConfigTest, AttentionWindowFollowsEachArchitecturesRule) {
   EXPECT_EQ(qwen2.attention_window(2), 8);
   // Llama has no sliding window even when the field is there.
   EXPECT_EQ(parse("LlamaForCausalLM", R"(, "sliding_window": 4096)").attention_window(0), 0);
+  // A window on every layer bounds what a sequence's KV cache holds; one full layer does not.
+  EXPECT_EQ(mistral.shared_attention_window(), 4096);
+  EXPECT_EQ(qwen2.shared_attention_window(), 0);
+  EXPECT_EQ(parse("Qwen2ForCausalLM", R"(, "sliding_window": 8, "use_sliding_window": true,
+      "max_window_layers": 0)").shared_attention_window(), 8);
+  EXPECT_EQ(parse("LlamaForCausalLM", "").shared_attention_window(), 0);
   // A window of the wrong type is refused naming the field.
   EXPECT_FALSE(ParseModelConfig(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,

@@ -13,6 +13,7 @@
 
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "model/kv_cache.h"
 
 namespace placer::model {
 namespace {
@@ -192,6 +193,47 @@ TEST(SlidingWindow, IncrementalDecodeEqualsTheFullPassAndDiffersFromNoWindow) {
     // Position 4 on has keys outside the window: those rows must differ from full attention.
     EXPECT_GT(from_no_window, 1e-3f * largest) << "position " << position << ": window had no effect";
   }
+  fs::remove_all(dir);
+}
+
+// With the window on every layer a sequence holds one window of positions (a ring of
+// blocks), however long it grows: a 48-position sequence with window 4 decodes from one
+// block of 16 to the same logits as the full pass, through a prompt longer than the ring.
+TEST(SlidingWindow, RingOfOneBlockServesASequenceThreeTimesItsSize) {
+  const fs::path dir = WriteCheckpoint("placer-ref-ring", "--arch llama --preset tiny --seed 5");
+  PatchConfig(dir, nlohmann::json::parse(R"({"architectures": ["MistralForCausalLM"],
+      "model_type": "mistral", "sliding_window": 4})"));
+  auto checkpoint = loader::Checkpoint::Open(dir.string());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto model = LoadCausalLm(*checkpoint);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 48; ++i) tokens.push_back((i * 37 + 11) % 2000);
+  auto full = (*model)->Forward(tokens, /*all_positions=*/true);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const auto vocab = static_cast<size_t>((*model)->vocab_size());
+
+  auto sequence = (*model)->NewSequence(static_cast<int64_t>(tokens.size()));
+  ASSERT_TRUE(sequence.ok()) << sequence.status();
+  const auto& cache = static_cast<const KvCache&>(**sequence);
+  EXPECT_EQ(cache.blocks().size(), 1u) << "one window of 4 positions rounds up to one block";
+  EXPECT_TRUE(cache.ring());
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 20);  // longer than the ring
+  auto step = (*model)->Extend(**sequence, prompt);
+  for (size_t position = prompt.size() - 1; position < tokens.size(); ++position) {
+    if (position >= prompt.size()) step = (*model)->Extend(**sequence, {tokens[position]});
+    ASSERT_TRUE(step.ok()) << step.status();
+    float largest = 0, worst = 0;
+    for (size_t i = 0; i < vocab; ++i) {
+      const float want = full->values[position * vocab + i];
+      largest = std::max(largest, std::fabs(want));
+      worst = std::max(worst, std::fabs(step->values[i] - want));
+    }
+    EXPECT_LE(worst, 1e-5f * std::max(1.0f, largest)) << "position " << position;
+  }
+  // The sequence is at its capacity: one more token is refused, not written over the ring.
+  auto beyond = (*model)->Extend(**sequence, {1});
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kInvalidArgument) << beyond.status();
   fs::remove_all(dir);
 }
 

@@ -56,6 +56,67 @@ TEST(KvBlockPool, TakesWholeBlocksPrefersARunAndGivesThemBack) {
   EXPECT_EQ(accounting->Used("cpu", placement::MemoryKind::kKvCache), 0u) << "freed with the pool";
 }
 
+// Keys/values whose every element is its position, for `tokens` positions from `start`:
+// [kv_heads, tokens, head_dim] as a layer appends them.
+at::Tensor PositionsAsValues(int64_t start, int64_t tokens) {
+  return at::arange(start, start + tokens, at::kFloat).view({1, tokens, 1}).expand({2, tokens, 4});
+}
+
+// The positions a returned keys tensor holds, in order (PositionsAsValues in, so every
+// element of a position's row is the position).
+std::vector<int64_t> PositionsOf(const at::Tensor& keys) {
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < keys.size(1); ++i) {
+    EXPECT_TRUE(at::equal(keys[0][i], keys[1][i]));
+    positions.push_back(static_cast<int64_t>(keys[0][i][0].item<float>()));
+  }
+  return positions;
+}
+
+std::vector<int64_t> Range(int64_t begin, int64_t end) {
+  std::vector<int64_t> values;
+  for (int64_t v = begin; v < end; ++v) values.push_back(v);
+  return values;
+}
+
+TEST(KvCacheRing, OneWindowOfBlocksServesASequenceOfAnyLength) {
+  auto pool = CpuPool(4, nullptr);
+  ASSERT_NE(pool, nullptr);
+  // Window 5 in one block of 16 positions, for a sequence of 100.
+  auto blocks = pool->Take(16);
+  ASSERT_TRUE(blocks.ok());
+  KvCache cache(pool, *blocks, /*capacity=*/100, /*window=*/5);
+  EXPECT_TRUE(cache.ring());
+  auto step = [&](int64_t tokens) {
+    cache.BeginStep(tokens);
+    const at::Tensor k = PositionsAsValues(cache.length(), tokens);
+    auto [keys, values] = cache.Append(0, k, k + 1000);
+    auto seen = PositionsOf(keys);
+    EXPECT_TRUE(at::equal(values, keys + 1000));
+    cache.Commit(tokens);
+    return seen;
+  };
+  // A prompt longer than the ring: its queries see their own keys from the step itself.
+  EXPECT_EQ(step(20), Range(0, 20));
+  // Then the 4 positions before each step (the first query's window) and the step's own,
+  // across the ring's wrap (positions 32, 48, ... reuse the block).
+  for (int64_t position = 20; position < 60; ++position) {
+    ASSERT_EQ(step(1), Range(position - 4, position + 1)) << "position " << position;
+  }
+  EXPECT_EQ(step(7), Range(56, 67));
+  EXPECT_EQ(step(1), Range(63, 68));
+}
+
+TEST(KvCacheRing, RefusesBlocksThatHoldNeitherTheSequenceNorItsWindow) {
+  auto pool = CpuPool(4, nullptr);
+  ASSERT_NE(pool, nullptr);
+  auto blocks = pool->Take(16);
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_THROW(KvCache(pool, *blocks, /*capacity=*/100, /*window=*/17), c10::Error);
+  EXPECT_THROW(KvCache(pool, *blocks, /*capacity=*/100, /*window=*/0), c10::Error);
+  pool->Give(*blocks);
+}
+
 struct Architecture {
   std::string name, writer_args;
 };

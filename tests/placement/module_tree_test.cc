@@ -199,6 +199,13 @@ TEST(ReservesTest, KvCacheIsWholeBlocksOfSixteenPositions) {
   EXPECT_EQ(KvCacheBlocks({100, 64, 160}), 10);
   EXPECT_EQ(KvCacheBlocks({100, 64, 50}), 7);
   EXPECT_EQ(KvCacheBytesPerLayer(config, {100, 64, 160}, loader::DType::kF32), per_position * 160);
+  // A window on every layer: a sequence holds one window's blocks (20 positions: 2 blocks).
+  EXPECT_EQ(KvCacheBlocks({100, 3}, 20), 6);
+  EXPECT_EQ(KvCacheBlocks({100, 3}, 4096), 21) << "a window longer than the sequence";
+  loader::ModelConfig windowed = config;
+  windowed.architecture = loader::Architecture::kMistral;
+  windowed.sliding_window = 20;
+  EXPECT_EQ(KvCacheBytesPerLayer(windowed, {100, 3}, loader::DType::kF32), per_position * 32 * 3);
 }
 
 TEST(ReservesTest, ActivationReserveFollowsTheDocumentedFormula) {
