@@ -243,13 +243,16 @@ int main(int argc, char** argv) {
       "products", "few-row products of a small-preset step: placer's kernels vs sgemm vs gemv");
   products->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
   products->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  bool force_avx2 = false;
+  products->add_flag("--avx2", force_avx2, "measure the AVX2 kernels even on an AVX-512 CPU");
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     placer::model::SetComputeThreads(args.threads);
-    PrintJson(*products ? MeasureSmallBatchProducts(runs) : MeasureMemoryBandwidth(mib << 20, runs));
+    PrintJson(*products ? MeasureSmallBatchProducts(runs, force_avx2)
+                        : MeasureMemoryBandwidth(mib << 20, runs));
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "placer-bench-model: " << e.what() << "\n";

@@ -7,10 +7,11 @@
 
 namespace placer::bench {
 
-// For 1, 2, 4, 8, 16, 32 and 64 input rows: milliseconds per pass over every weight of one
-// `small` step (8 decoder layers and the lm_head, 286 MiB of F32, more than any cache, so
-// each pass reads the weights from memory), median of `runs` passes per way, for weights
-// stored [out, in] (Llama) and [in, out] (GPT-2's Conv1D). Needs AVX2 for placer's way.
-nlohmann::json MeasureSmallBatchProducts(int runs);
+// For 1, 2, 4, ... 256 input rows: milliseconds per pass over every weight of one `small`
+// step (8 decoder layers and the lm_head, 286 MiB of F32, more than any cache, so each pass
+// reads the weights from memory), median of `runs` passes per way, for weights stored
+// [out, in] (Llama) and [in, out] (GPT-2's Conv1D); one gemv per row only up to 64 rows.
+// Needs AVX2 for placer's way; `force_avx2` measures its AVX2 kernels on an AVX-512 CPU.
+nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2 = false);
 
 }  // namespace placer::bench

@@ -21,13 +21,16 @@ VectorIsa DetectVectorIsa() {
 }
 
 int64_t SmallBatchLinearMaxRows(VectorIsa isa, WeightLayout layout) {
-  // [out, in] beats OpenBLAS sgemm at every row count up to 64 on the small preset's weights
-  // (2 threads, AVX-512: 11 vs 35 ms a step at 8 rows, 31 vs 40 at 32); 32 keeps prompt chunks
-  // beyond that on BLAS. [in, out] only matches sgemm up to 8 rows (33 vs 33 ms at 8, 42 vs
-  // 25 at 16): used there for batch invariance, not speed.
+  // With AVX-512, [out, in] beats OpenBLAS sgemm at every row count measured, 1 to 256, on
+  // the small preset's weights (2 threads: 11 vs 32 ms a step at 8 rows, 93 vs 116 at 128,
+  // 188 vs 212 at 256; this machine's OpenBLAS runs its AVX2 kernels), so prompt chunks of
+  // up to --max-batch-tokens' default 256 take it too; with AVX2 only up to 32 (38 vs 41 ms,
+  // 81 vs 64 at 64). [in, out] only matches sgemm up to 8 rows (29 vs 32 ms at 8, 38 vs 27
+  // at 16): used there for batch invariance, not speed. (`placer-bench-model products
+  // [--avx2]`, bench/analysis.md.)
   const bool out_in = layout == WeightLayout::kOutIn;
   switch (isa) {
-    case VectorIsa::kAvx512: return out_in ? 32 : 8;
+    case VectorIsa::kAvx512: return out_in ? 256 : 8;
     case VectorIsa::kAvx2: return out_in ? 16 : 4;
     case VectorIsa::kNone: return 0;
   }

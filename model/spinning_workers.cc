@@ -16,6 +16,20 @@ constexpr int kPausesPerCheck = 64;
 
 void Pause() { _mm_pause(); }
 
+// ticket_: generation (low 24 bits) | chunk count (20 bits) | next chunk (20 bits). A loop
+// has at most participants * kChunksPerParticipant chunks, far below 2^20.
+constexpr int kIndexBits = 20;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+constexpr uint64_t kGenerationMask = (uint64_t{1} << 24) - 1;
+
+uint64_t Ticket(uint64_t generation, int64_t chunks) {
+  return ((generation & kGenerationMask) << (2 * kIndexBits)) |
+         (static_cast<uint64_t>(chunks) << kIndexBits);
+}
+uint64_t GenerationOf(uint64_t ticket) { return ticket >> (2 * kIndexBits); }
+int64_t ChunksOf(uint64_t ticket) { return static_cast<int64_t>((ticket >> kIndexBits) & kIndexMask); }
+int64_t NextOf(uint64_t ticket) { return static_cast<int64_t>(ticket & kIndexMask); }
+
 }  // namespace
 
 SpinningWorkers& SpinningWorkers::Shared() {
@@ -45,7 +59,7 @@ void SpinningWorkers::Resize(int helpers) {
   // next loop is posted, and would then wait for the one after it.
   const uint64_t current = generation_.load();
   for (int index = 1; index <= helpers; ++index) {
-    helpers_.emplace_back([this, index, current] { HelperLoop(index, current); });
+    helpers_.emplace_back([this, current] { HelperLoop(current); });
   }
 }
 
@@ -59,14 +73,19 @@ bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
   }
   fn_ = &fn;
   tasks_ = tasks;
-  remaining_.store(static_cast<int>(helpers_.size()));
+  const int64_t wanted = std::min(tasks, participants_ * kChunksPerParticipant);
+  chunk_size_ = (tasks + wanted - 1) / wanted;
+  const int64_t chunks = (tasks + chunk_size_ - 1) / chunk_size_;
+  chunks_done_.store(0, std::memory_order_relaxed);
+  const uint64_t generation = generation_.load() + 1;
+  ticket_.store(Ticket(generation, chunks), std::memory_order_release);
   generation_.fetch_add(1);  // seq_cst: ordered against sleepers_ (no lost wake-up)
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(sleep_mutex_);
     wake_.notify_all();
   }
-  RunRange(0);
-  for (int spins = 1; remaining_.load(std::memory_order_acquire) > 0; ++spins) {
+  RunChunks(generation);
+  for (int spins = 1; chunks_done_.load(std::memory_order_acquire) < chunks; ++spins) {
     Pause();
     if (spins % kPausesPerCheck == 0) std::this_thread::yield();
   }
@@ -74,14 +93,23 @@ bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
   return true;
 }
 
-void SpinningWorkers::RunRange(int participant) {
-  const int64_t chunk = (tasks_ + participants_ - 1) / participants_;
-  const int64_t begin = std::min(tasks_, participant * chunk);
-  const int64_t end = std::min(tasks_, begin + chunk);
-  if (begin < end) (*fn_)(begin, end);
+void SpinningWorkers::RunChunks(uint64_t generation) {
+  uint64_t ticket = ticket_.load(std::memory_order_acquire);
+  while (GenerationOf(ticket) == (generation & kGenerationMask) &&
+         NextOf(ticket) < ChunksOf(ticket)) {
+    if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      continue;  // `ticket` now holds the current value
+    }
+    // Holding an unfinished chunk of this loop: fn_, tasks_ and chunk_size_ are its own.
+    const int64_t begin = NextOf(ticket) * chunk_size_;
+    (*fn_)(begin, std::min(tasks_, begin + chunk_size_));
+    chunks_done_.fetch_add(1, std::memory_order_release);
+    ticket = ticket_.load(std::memory_order_acquire);
+  }
 }
 
-void SpinningWorkers::HelperLoop(int index, uint64_t seen) {
+void SpinningWorkers::HelperLoop(uint64_t seen) {
   while (true) {
     // Spin (yielding the core to anyone runnable) for the next loop of this step...
     const Clock::time_point spin_until = Clock::now() + std::chrono::microseconds(kSpinMicroseconds);
@@ -106,8 +134,7 @@ void SpinningWorkers::HelperLoop(int index, uint64_t seen) {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    RunRange(index);
-    remaining_.fetch_sub(1, std::memory_order_release);
+    RunChunks(seen);
   }
 }
 

@@ -26,10 +26,14 @@ class SpinningWorkers {
 
   ~SpinningWorkers();
 
-  // Splits [0, tasks) into one contiguous range per participant (the caller and every helper)
-  // and runs fn on each; returns when all are done. Returns false, running nothing, when
+  // Splits [0, tasks) into contiguous chunks (kChunksPerParticipant for each participant: the
+  // caller and every helper), which the participants claim one at a time, and runs fn on each;
+  // returns when all are done. A helper that is late (descheduled, still waking up) leaves its
+  // chunks to the others instead of holding the loop up. Returns false, running nothing, when
   // another thread is using the workers (the caller then runs the loop some other way).
   bool TryRun(int64_t tasks, const RangeFn& fn);
+
+  static constexpr int64_t kChunksPerParticipant = 4;
 
   // How long a helper spins for the next loop before it sleeps.
   static constexpr int64_t kSpinMicroseconds = 1000;
@@ -38,19 +42,25 @@ class SpinningWorkers {
   SpinningWorkers() = default;
   void Resize(int helpers);  // caller holds run_mutex_
   void StopHelpers();
-  void HelperLoop(int index, uint64_t seen);
-  void RunRange(int participant);
+  void HelperLoop(uint64_t seen);
+  // Claims and runs chunks of loop `generation` until none is left.
+  void RunChunks(uint64_t generation);
 
   std::mutex run_mutex_;  // one loop at a time
   std::vector<std::thread> helpers_;
 
-  // The posted loop; written only while no helper is inside one.
+  // The posted loop; written only while no chunk of the previous one is unfinished, read
+  // only by a participant holding one of its chunks.
   const RangeFn* fn_ = nullptr;
   int64_t tasks_ = 0;
+  int64_t chunk_size_ = 1;
   int participants_ = 1;
 
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> remaining_{0};
+  // The posted loop's generation, chunk count and next unclaimed chunk in one word, so a
+  // claim (compare-and-swap) can only take a chunk of the loop it looked at.
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int64_t> chunks_done_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::mutex sleep_mutex_;
