@@ -106,26 +106,23 @@ TEST(DaemonEnvironment, ThreadPoolsSleepWhenIdleUnlessTheUserSetIt) {
   const char* saved_blas = std::getenv("OPENBLAS_THREAD_TIMEOUT");
   const std::string omp = saved_omp == nullptr ? "" : saved_omp;
   const std::string blas = saved_blas == nullptr ? "" : saved_blas;
+  // The environment of a daemon started now, once it answers.
+  const auto started_environment = [] {
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports));
+    EXPECT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+    return EnvironmentOf(daemon.pid());
+  };
   unsetenv("OMP_WAIT_POLICY");
   unsetenv("OPENBLAS_THREAD_TIMEOUT");
-  {
-    const StartedDaemon ports = PickPorts();
-    DaemonProcess daemon(DaemonArgs(ports));
-    ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
-    const std::vector<std::string> environment = EnvironmentOf(daemon.pid());
-    EXPECT_TRUE(Contains(environment, "OMP_WAIT_POLICY=passive"));
-    EXPECT_TRUE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=4"));
-  }
+  std::vector<std::string> environment = started_environment();
+  EXPECT_TRUE(Contains(environment, "OMP_WAIT_POLICY=passive"));
+  EXPECT_TRUE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=4"));
   setenv("OPENBLAS_THREAD_TIMEOUT", "28", 1);
-  {
-    const StartedDaemon ports = PickPorts();
-    DaemonProcess daemon(DaemonArgs(ports));
-    ASSERT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
-    const std::vector<std::string> environment = EnvironmentOf(daemon.pid());
-    EXPECT_TRUE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=28"));
-    EXPECT_FALSE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=4"));
-    EXPECT_TRUE(Contains(environment, "OMP_WAIT_POLICY=passive")) << "still added";
-  }
+  environment = started_environment();
+  EXPECT_TRUE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=28"));
+  EXPECT_FALSE(Contains(environment, "OPENBLAS_THREAD_TIMEOUT=4"));
+  EXPECT_TRUE(Contains(environment, "OMP_WAIT_POLICY=passive")) << "still added";
   if (omp.empty()) unsetenv("OMP_WAIT_POLICY"); else setenv("OMP_WAIT_POLICY", omp.c_str(), 1);
   if (blas.empty()) {
     unsetenv("OPENBLAS_THREAD_TIMEOUT");
