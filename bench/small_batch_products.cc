@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/causal_lm.h"
 #include "model/small_batch_linear.h"
 
 namespace placer::bench {
@@ -90,6 +91,8 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
     points.push_back(point);
   }
   return {{"isa", isa == model::VectorIsa::kAvx512 ? "avx512" : "avx2"},
+          {"blas", model::BlasLibraryInUse()},
+          {"openblas_core", model::OpenBlasCoreName()},
           {"placer_max_rows",
            {{"out_in", model::SmallBatchLinearMaxRows(isa, model::WeightLayout::kOutIn)},
             {"in_out", model::SmallBatchLinearMaxRows(isa, model::WeightLayout::kInOut)}}},

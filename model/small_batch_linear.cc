@@ -1,9 +1,13 @@
 #include "model/small_batch_linear.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
+
+#include "model/causal_lm.h"
 
 #include "model/small_batch_kernels.h"
 #include "model/spinning_workers.h"
@@ -20,17 +24,41 @@ VectorIsa DetectVectorIsa() {
   return isa;
 }
 
+std::string OpenBlasCoreName() {
+  using CoreNameFn = char* (*)();
+  // Only OpenBLAS exports it; libtorch loads the BLAS as a global dependency.
+  const auto core_name = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* name = core_name != nullptr ? core_name() : nullptr;
+  return name != nullptr ? name : "";
+}
+
+int64_t Avx512OutInMaxRows(const std::string& openblas_core, const std::string& blas_path) {
+  // Small preset, 2 threads, ms per step (placer-bench-model products): against OpenBLAS's
+  // Haswell kernels the kernel wins at every count to 256 (93 vs 131 at 128 rows, 246 vs 252
+  // at 256); against its SkylakeX kernels up to 32 (32 vs 38) and not from 64 (57 vs 50).
+  std::string core = openblas_core;
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+  constexpr int64_t kAgainstAvx2Sgemm = 256, kAgainstAvx512Sgemm = 32;
+  if (!core.empty()) {
+    for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"}) {
+      if (core == avx512) return kAgainstAvx512Sgemm;
+    }
+    return kAgainstAvx2Sgemm;
+  }
+  // The reference BLAS (Debian's libblas3, in .../blas/) is many times slower than either.
+  if (blas_path.find("/blas/") != std::string::npos) return kAgainstAvx2Sgemm;
+  return kAgainstAvx512Sgemm;
+}
+
 int64_t SmallBatchLinearMaxRows(VectorIsa isa, WeightLayout layout) {
-  // With AVX-512, [out, in] beats OpenBLAS sgemm at every row count measured, 1 to 256, on
-  // the small preset's weights (2 threads: 11 vs 32 ms a step at 8 rows, 93 vs 116 at 128,
-  // 188 vs 212 at 256; this machine's OpenBLAS runs its AVX2 kernels), so prompt chunks of
-  // up to --max-batch-tokens' default 256 take it too; with AVX2 only up to 32 (38 vs 41 ms,
-  // 81 vs 64 at 64). [in, out] only matches sgemm up to 8 rows (29 vs 32 ms at 8, 38 vs 27
-  // at 16): used there for batch invariance, not speed. (`placer-bench-model products
-  // [--avx2]`, bench/analysis.md.)
+  // With AVX2 [out, in] beats sgemm by little at 32 rows (38 vs 41 ms; 81 vs 64 at 64): 16
+  // keeps a margin. [in, out]
+  // only matches sgemm up to 8 rows (29 vs 32 ms at 8, 38 vs 27 at 16): used there for batch
+  // invariance, not speed. (`placer-bench-model products [--avx2]`, bench/analysis.md.)
+  static const int64_t avx512_out_in = Avx512OutInMaxRows(OpenBlasCoreName(), BlasLibraryInUse());
   const bool out_in = layout == WeightLayout::kOutIn;
   switch (isa) {
-    case VectorIsa::kAvx512: return out_in ? 256 : 8;
+    case VectorIsa::kAvx512: return out_in ? avx512_out_in : 8;
     case VectorIsa::kAvx2: return out_in ? 16 : 4;
     case VectorIsa::kNone: return 0;
   }

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "model/causal_lm.h"
 #include "model/tensor_ops.h"
 
 namespace placer::model {
@@ -130,6 +131,23 @@ TEST(SmallBatchLinearApplies, OnlyFloat32CpuWithContiguousWeightAndMatchingBias)
   EXPECT_TRUE(SmallBatchLinearApplies(x, at::randn({8, 4}), at::randn({4}), WeightLayout::kInOut));
   EXPECT_FALSE(SmallBatchLinearApplies(x, at::randn({8, 4}), at::randn({8}), WeightLayout::kInOut));
   EXPECT_FALSE(SmallBatchLinearApplies(x, w, {}, WeightLayout::kInOut));  // [4, 8]: in is 4
+}
+
+TEST(SmallBatchLinearLimits, Avx512RowsFollowTheBlasSgemmTheyCompeteWith) {
+  // OpenBLAS without AVX-512 sgemm kernels: prompt chunks too.
+  EXPECT_EQ(Avx512OutInMaxRows("Haswell", "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3"), 256);
+  EXPECT_EQ(Avx512OutInMaxRows("Zen", ""), 256);
+  // OpenBLAS with them: decode steps only.
+  EXPECT_EQ(Avx512OutInMaxRows("SkylakeX", ""), 32);
+  EXPECT_EQ(Avx512OutInMaxRows("COOPERLAKE", ""), 32);
+  EXPECT_EQ(Avx512OutInMaxRows("SapphireRapids", ""), 32);
+  // Not OpenBLAS: the reference BLAS loses everywhere, anything else is assumed good.
+  EXPECT_EQ(Avx512OutInMaxRows("", "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3"), 256);
+  EXPECT_EQ(Avx512OutInMaxRows("", "/opt/intel/oneapi/mkl/lib/libmkl_rt.so.2"), 32);
+  // This process's BLAS answers when it is OpenBLAS.
+  if (BlasLibraryInUse().find("openblas") != std::string::npos) {
+    EXPECT_FALSE(OpenBlasCoreName().empty());
+  }
 }
 
 TEST(SmallBatchLinearInLinear, DecodeRowsAreBatchInvariantUpToTheKernelsLimit) {
