@@ -37,7 +37,8 @@ def machine(raw):
             "loadavg_start": read_text(os.path.join(raw, "loadavg_start")),
             "loadavg_end": read_text(os.path.join(raw, "loadavg_end")),
             "environment": {k: os.environ.get(k, "") for k in
-                            ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS")},
+                            ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
+                             "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE")},
             "note": "2 shared cores; other engineers compile on this machine: compare the ratios "
                     "of peers measured in the same run, not absolute numbers across runs"}
 
