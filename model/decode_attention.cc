@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "model/spinning_workers.h"
+#include "model/vector_sum.h"
 
 namespace placer::model {
 namespace {
@@ -41,11 +42,7 @@ __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b
   for (; i + 8 <= n; i += 8) {
     even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), even);
   }
-  const __m256 both = _mm256_add_ps(even, odd);
-  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
-  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
-  sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
-  float total = _mm_cvtss_f32(sum);
+  float total = HorizontalSum256(_mm256_add_ps(even, odd));
   for (; i < n; ++i) total += a[i] * b[i];
   return total;
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "model/small_batch_kernels.h"
+#include "model/vector_sum.h"
 
 namespace placer::model {
 namespace {
@@ -22,13 +23,6 @@ constexpr int64_t kPrefetchTiles = 4;
 // Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
 // in cache for the second chunk (only rows beyond one chunk read it again).
 constexpr int64_t kBlockBytes = 32 << 10;
-
-__attribute__((target("avx2,fma"), always_inline)) inline float HorizontalSum256(__m256 v) {
-  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
-  sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
-  return _mm_cvtss_f32(sum);
-}
 
 // One tile: T weight rows (w, w + in, ...) times R input rows, written to y[r * out + t].
 // Each output is one vector accumulator over `in` in order, reduced the same way whatever R
