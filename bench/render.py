@@ -119,7 +119,8 @@ plot 'streams.dat' u 1:2 w lp lw 2 t 'placer tokens/s', \\
                         f.write(f"{p['fraction_offloaded']} {p['seconds_per_token'] * 1e3}\n")
                 plot_lines.append(f"'{name}' u 1:2 w lp lw 2 t '{key}'")
             weight_bytes = res["samples"][0]["weight_bytes"]
-            bps = res["bandwidth"]["copy"]["bytes_per_second"]
+            bps = max(res["bandwidth"][way]["bytes_per_second"]
+                      for way in ("copy", "staging_copy") if way in res["bandwidth"])
             compute_ms = res["compute_seconds_per_token"] * 1e3
             transfer = f"(x * {weight_bytes} / {bps} * 1e3)"
             out = os.path.abspath(os.path.join(results_dir, "offload.png"))

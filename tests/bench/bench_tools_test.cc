@@ -86,6 +86,19 @@ TEST_F(BenchTools, OffloadLayoutsStageTheBytesTheyOffload) {
   EXPECT_EQ(half["runs"][0]["tokens"], resident["runs"][0]["tokens"]);
 }
 
+TEST_F(BenchTools, BandwidthMeasuresTheStagingCopyBesideLibtorchs) {
+  const nlohmann::json bandwidth =
+      Json(absl::StrCat(PLACER_BENCH_MODEL_PATH, " bandwidth --threads 1 --mib 4 --runs 2"));
+  if (bandwidth.is_discarded()) return;
+  EXPECT_EQ(bandwidth["bytes"], 4 << 20);
+  // The offload floor's transfer term comes from "staging_copy".
+  for (const char* way : {"copy", "staging_copy", "clone", "read"}) {
+    ASSERT_TRUE(bandwidth.contains(way)) << way;
+    EXPECT_EQ(bandwidth[way]["seconds"].size(), 2u) << way;
+    EXPECT_GT(bandwidth[way]["bytes_per_second"].get<double>(), 0) << way;
+  }
+}
+
 TEST_F(BenchTools, ProductsTimesEveryRowCountEachWay) {
   const nlohmann::json products =
       Json(absl::StrCat(PLACER_BENCH_MODEL_PATH, " products --threads 1 --runs 1"));
