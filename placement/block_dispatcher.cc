@@ -27,7 +27,8 @@ uint64_t SlotSpan(const at::Tensor& tensor) {
   return (Bytes(tensor) + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
 }
 
-constexpr size_t kStagingSlots = 2;  // the block computing and the one being prefetched
+// Double buffering: the slot holding the block that computes, and one being filled.
+constexpr size_t kStagingSlots = 2;
 
 bool StoredAs(const loader::Checkpoint& checkpoint, const std::string& name,
               at::ScalarType dtype) {
@@ -186,8 +187,11 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
                                                        e.what_without_backtrace()));
     }
     BlockDispatcher* self = dispatcher.get();
+    WeightStager::Sequence sequence{[self](size_t block) { return self->SlotBytes(block); },
+                                    [self](size_t block) { return self->NextStaged(block); }};
     dispatcher->stager_ = std::make_unique<WeightStager>(
-        kStagingSlots, [self](size_t block, size_t slot) { return self->Stage(block, slot); },
+        kStagingSlots, dispatcher->staging_slot_bytes_, std::move(sequence),
+        [self](size_t block, StagingRegion region) { return self->Stage(block, region); },
         self->accounting_.get(), plan.execution_device.Name());
   }
   return dispatcher;
@@ -199,16 +203,20 @@ at::Device BlockDispatcher::torch_device(size_t block) const {
   return TorchDeviceOf(blocks_[block].execution_device, transfer_.virtual_gpus());
 }
 
+uint64_t BlockDispatcher::SlotBytes(size_t block) const {
+  uint64_t bytes = 0;
+  for (const at::Tensor& tensor : blocks_[block].weights) {
+    if (tensor.defined()) bytes += SlotSpan(tensor);
+  }
+  return bytes;
+}
+
 void BlockDispatcher::AllocateStagingSlots(const Device& execution_device) {
   uint64_t largest = 0;
-  for (const BoundBlock& block : blocks_) {
-    if (!block.staged) continue;
-    uint64_t bytes = 0;
-    for (const at::Tensor& tensor : block.weights) {
-      if (tensor.defined()) bytes += SlotSpan(tensor);
-    }
-    largest = std::max(largest, bytes);
+  for (size_t block = 0; block < blocks_.size(); ++block) {
+    if (blocks_[block].staged) largest = std::max(largest, SlotBytes(block));
   }
+  staging_slot_bytes_ = largest;
   const at::Device device = TorchDeviceOf(execution_device, transfer_.virtual_gpus());
   for (size_t slot = 0; slot < kStagingSlots; ++slot) {
     // Not touched here: host pages fault in once, on the first pass, and stay.
@@ -218,17 +226,18 @@ void BlockDispatcher::AllocateStagingSlots(const Device& execution_device) {
   }
 }
 
-BlockWeights BlockDispatcher::Stage(size_t block, size_t slot) const {
+BlockWeights BlockDispatcher::Stage(size_t block, StagingRegion region) const {
   const BoundBlock& bound = blocks_[block];
   const at::Device target = torch_device(block);
-  const at::Tensor& buffer = staging_slots_.at(slot);
+  const at::Tensor& buffer = staging_slots_.at(region.slot);
   StagingStreamScope stream(target);
-  // The compute kernels that read this slot's previous block must be done before it is
-  // overwritten (a no-op on the CPU, where they are).
-  slot_fences_[slot].WaitOnCurrentStream(target);
+  // A slot is refilled from its start once all its blocks were released: the compute kernels
+  // that read them must be done before their bytes are overwritten (a no-op on the CPU,
+  // where they are). Later blocks of the same round write bytes no queued kernel reads.
+  if (region.offset == 0) slot_fences_[region.slot].WaitOnCurrentStream(target);
   BlockWeights staged;
   staged.reserve(bound.weights.size());
-  uint64_t offset = 0;
+  uint64_t offset = region.offset;
   for (const at::Tensor& source : bound.weights) {
     if (!source.defined()) {
       staged.emplace_back();
@@ -282,7 +291,7 @@ void BlockDispatcher::Pass::ReleaseStaged() {
   if (staged_weights_ == nullptr) return;
   staged_weights_.reset();
   // The block's kernels are queued: the next copy into its slot waits for them.
-  dispatcher_.slot_fences_[staged_slot_].Record(dispatcher_.torch_device(staged_block_));
+  dispatcher_.slot_fences_[staged_region_.slot].Record(dispatcher_.torch_device(staged_block_));
   dispatcher_.stager_->Release(staged_block_);
 }
 
@@ -302,7 +311,7 @@ const BlockWeights& BlockDispatcher::Pass::Enter(size_t block,
     return bound.weights;
   }
   double waited = 0;
-  staged_weights_ = dispatcher_.stager_->Acquire(block, &waited, &staged_slot_);
+  staged_weights_ = dispatcher_.stager_->Acquire(block, &waited, &staged_region_);
   staged_block_ = block;
   dispatcher_.accounting_->AddOffloadWait(waited);
   if (dispatcher_.prefetch_) dispatcher_.stager_->Prefetch(dispatcher_.NextStaged(block));

@@ -66,7 +66,7 @@ class BlockDispatcher {
     std::unique_lock<std::mutex> lock_;
     std::shared_ptr<const BlockWeights> staged_weights_;
     size_t staged_block_ = 0;
-    size_t staged_slot_ = 0;
+    StagingRegion staged_region_;
   };
 
  private:
@@ -81,8 +81,9 @@ class BlockDispatcher {
 
   BlockDispatcher(bool virtual_gpus, std::shared_ptr<RuntimeAccounting> accounting)
       : transfer_(virtual_gpus, accounting.get()), accounting_(std::move(accounting)) {}
-  // Copies the block's weights into staging slot `slot` (views of its buffer).
-  BlockWeights Stage(size_t block, size_t slot) const;
+  // Copies the block's weights into `region` of a staging slot (views of its buffer).
+  BlockWeights Stage(size_t block, StagingRegion region) const;
+  uint64_t SlotBytes(size_t block) const;  // its weights' bytes in a slot, aligned
   void AllocateStagingSlots(const Device& execution_device);
   void ReadAhead(size_t block) const;
   size_t NextStaged(size_t block) const;  // cyclic: the next pass starts over
@@ -94,8 +95,10 @@ class BlockDispatcher {
   bool prefetch_ = true;
   // The plan's two staging slots, allocated once on the execution device and sized for the
   // largest staged block: staging copies into them instead of allocating (and, in host
-  // memory, page-faulting) every staged byte on every pass.
+  // memory, page-faulting) every staged byte on every pass. A slot holds several smaller
+  // blocks at once, so the stager runs ahead of compute by up to a slot's bytes.
   std::vector<at::Tensor> staging_slots_;
+  uint64_t staging_slot_bytes_ = 0;
   mutable std::vector<SlotFence> slot_fences_;
   std::unique_ptr<WeightStager> stager_;
   std::mutex pass_mutex_;

@@ -3,6 +3,7 @@
 // reserves it assumed cover what it offloaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,21 +24,12 @@ struct OffloadReserve {
   std::uint64_t staging = 0;
   std::uint64_t offloaded_kv = 0;
 
-  // Counts one offloaded block: staging holds the two largest at once (double buffering).
+  // Counts one offloaded block. Staging is double-buffered: two slots, each able to hold the
+  // largest block (the runtime's WeightStager allocates exactly these two).
   void AddOffloaded(std::uint64_t weights_bytes, std::uint64_t kv_bytes) {
     offloaded_kv += kv_bytes;
-    if (weights_bytes > largest_) {
-      second_ = largest_;
-      largest_ = weights_bytes;
-    } else if (weights_bytes > second_) {
-      second_ = weights_bytes;
-    }
-    staging = largest_ + second_;
+    staging = std::max(staging, 2 * weights_bytes);
   }
-
- private:
-  std::uint64_t largest_ = 0;
-  std::uint64_t second_ = 0;
 };
 
 // The first block that fit nowhere.

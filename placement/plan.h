@@ -34,7 +34,7 @@ struct DevicePlan {
   // also those of offloaded layers).
   std::uint64_t kv_reserve_bytes = 0;
   std::uint64_t activation_reserve_bytes = 0;
-  // Room to stage the two largest offloaded blocks (execution device only).
+  // Room to stage offloaded blocks: two slots of the largest one (execution device only).
   std::uint64_t staging_reserve_bytes = 0;
 
   std::uint64_t reserved_bytes() const {

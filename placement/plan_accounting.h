@@ -16,7 +16,7 @@
 namespace placer::placement {
 
 // What the execution device must hold for the offloaded units: staging room
-// for the two largest offloaded groups and the KV cache of offloaded layers.
+// for two copies of the largest offloaded group and the KV cache of offloaded layers.
 OffloadReserve OffloadNeeds(const PlacementUnits& units, const DeviceRoles& roles,
                             const std::vector<int>& unit_device);
 

@@ -13,7 +13,7 @@
 // Reserves: every GPU keeps the activation reserve; a decoder layer on a GPU
 // brings its KV cache with it; the execution device of offloaded blocks (the
 // first GPU, or cpu with no GPU) also keeps the KV cache of offloaded layers
-// and room to stage the two largest offloaded blocks. Those last two depend
+// and room to stage offloaded blocks (two slots of the largest one). Those last two depend
 // on what is offloaded, so the plan is redone with the larger reserve until
 // it covers what the plan offloads.
 #pragma once

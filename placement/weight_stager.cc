@@ -1,5 +1,8 @@
 #include "placement/weight_stager.h"
 
+#include <c10/util/Exception.h>
+
+#include <algorithm>
 #include <chrono>
 
 namespace placer::placement {
@@ -13,15 +16,27 @@ uint64_t BytesOf(const BlockWeights& weights) {
   return bytes;
 }
 
+std::exception_ptr TooLargeError(size_t block, uint64_t bytes, uint64_t slot_bytes) {
+  try {
+    TORCH_CHECK(false, "staging block ", block, " needs ", bytes, " bytes, more than a staging ",
+                "slot's ", slot_bytes);
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-WeightStager::WeightStager(size_t slots, StageFunction stage, RuntimeAccounting* accounting,
+WeightStager::WeightStager(size_t slots, uint64_t slot_bytes, Sequence sequence,
+                           StageFunction stage, RuntimeAccounting* accounting,
                            std::string execution_device)
-    : slots_(slots < 1 ? 1 : slots),
+    : slot_bytes_(slot_bytes),
+      sequence_(std::move(sequence)),
       stage_(std::move(stage)),
       accounting_(accounting),
       execution_device_(std::move(execution_device)),
-      index_in_use_(slots_, false),
+      slots_(std::max<size_t>(slots, 1)),
       worker_([this] { Work(); }) {}
 
 WeightStager::~WeightStager() {
@@ -31,20 +46,70 @@ WeightStager::~WeightStager() {
   }
   changed_.notify_all();
   worker_.join();
-  for (const auto& [block, slot] : staged_) {
-    if (accounting_ != nullptr && slot.bytes > 0) {
-      accounting_->AddMemory(execution_device_, MemoryKind::kStaging,
-                             -static_cast<int64_t>(slot.bytes));
-    }
-  }
+  while (!staged_.empty()) Drop(staged_.begin());
 }
 
-void WeightStager::Fill(size_t block, Slot& slot, std::unique_lock<std::mutex>& lock) {
+bool WeightStager::Reserve(size_t block) {
+  const uint64_t bytes = sequence_.bytes(block);
+  Staged staged;
+  if (bytes > slot_bytes_) {
+    staged.ready = true;
+    staged.error = TooLargeError(block, bytes, slot_bytes_);
+    staged.region.slot = slots_.size();  // holds no bytes
+  } else {
+    if (slots_[filling_slot_].end + bytes > slot_bytes_) {
+      // The filling slot is full: move on to the next one once nothing lives in it, so a
+      // slot's bytes are reused only after every block in it was released.
+      const size_t next = (filling_slot_ + 1) % slots_.size();
+      if (slots_[next].blocks > 0) return false;
+      filling_slot_ = next;
+    }
+    SlotUse& slot = slots_[filling_slot_];
+    staged.region = {filling_slot_, slot.end};
+    slot.end += bytes;
+    ++slot.blocks;
+  }
+  staged_.emplace(block, std::move(staged));
+  staging_order_.push_back(block);
+  return true;
+}
+
+std::optional<size_t> WeightStager::NextToStage() const {
+  if (!ahead_) return std::nullopt;
+  size_t block = *ahead_;
+  // Skips what is staged already; all of the cycle staged means nothing is left to do.
+  for (size_t step = 0; step <= staged_.size(); ++step) {
+    if (staged_.count(block) == 0) return block;
+    block = sequence_.next(block);
+  }
+  return std::nullopt;
+}
+
+void WeightStager::ReserveAhead() {
+  const std::optional<size_t> block = NextToStage();
+  if (block && Reserve(*block)) ahead_ = sequence_.next(*block);
+}
+
+std::optional<size_t> WeightStager::FirstUnclaimed() const {
+  for (size_t block : staging_order_) {
+    const Staged& staged = staged_.at(block);
+    if (!staged.claimed && !staged.ready) return block;
+  }
+  return std::nullopt;
+}
+
+void WeightStager::Fill(size_t block, std::unique_lock<std::mutex>& lock) {
+  // std::map nodes are stable, and a claimed block is never dropped before it is ready, so
+  // the reference survives the unlocked copy.
+  Staged& staged = staged_.at(block);
+  staged.claimed = true;
+  if (staged.ready) return;  // refused at reservation
+  const StagingRegion region = staged.region;
   lock.unlock();
   std::shared_ptr<const BlockWeights> weights;
   std::exception_ptr error;
   try {
-    weights = std::make_shared<const BlockWeights>(stage_(block, slot.index));
+    weights = std::make_shared<const BlockWeights>(stage_(block, region));
   } catch (...) {
     error = std::current_exception();
   }
@@ -53,99 +118,110 @@ void WeightStager::Fill(size_t block, Slot& slot, std::unique_lock<std::mutex>& 
     accounting_->AddMemory(execution_device_, MemoryKind::kStaging, static_cast<int64_t>(bytes));
   }
   lock.lock();
-  slot.weights = std::move(weights);
-  slot.error = error;
-  slot.bytes = bytes;
-  slot.ready = true;
+  staged.weights = std::move(weights);
+  staged.error = error;
+  staged.bytes = bytes;
+  staged.ready = true;
   changed_.notify_all();
 }
 
 void WeightStager::Work() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    std::optional<size_t> block;
+    changed_.wait(lock, [&] {
+      if (stopping_) return true;
+      ReserveAhead();
+      block = FirstUnclaimed();
+      return block.has_value();
+    });
     if (stopping_) return;
-    const size_t block = queue_.front();
-    queue_.pop_front();
-    // std::map nodes are stable, and a pending slot is never erased, so the reference
-    // survives the unlocked copy.
-    Fill(block, staged_.at(block), lock);
+    Fill(*block, lock);
   }
 }
 
 void WeightStager::Prefetch(size_t block) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (staged_.count(block) > 0 || staged_.size() >= slots_) return;
-    AddSlot(block);
-    queue_.push_back(block);
+    ahead_ = block;
+    // Reserved here, not when the worker wakes up: an Acquire right after finds it.
+    ReserveAhead();
   }
   changed_.notify_all();
 }
 
-WeightStager::Slot& WeightStager::AddSlot(size_t block) {
-  Slot slot;
-  while (index_in_use_[slot.index]) ++slot.index;
-  index_in_use_[slot.index] = true;
-  return staged_.emplace(block, std::move(slot)).first->second;
-}
-
-void WeightStager::EraseSlot(std::map<size_t, Slot>::iterator slot) {
-  if (accounting_ != nullptr && slot->second.bytes > 0) {
+void WeightStager::Drop(std::map<size_t, Staged>::iterator staged) {
+  const Staged& dropped = staged->second;
+  if (accounting_ != nullptr && dropped.bytes > 0) {
     accounting_->AddMemory(execution_device_, MemoryKind::kStaging,
-                           -static_cast<int64_t>(slot->second.bytes));
+                           -static_cast<int64_t>(dropped.bytes));
   }
-  index_in_use_[slot->second.index] = false;
-  staged_.erase(slot);
-}
-
-void WeightStager::EvictIdleSlot(std::unique_lock<std::mutex>& lock) {
-  while (staged_.size() >= slots_) {
-    for (auto it = staged_.begin(); it != staged_.end(); ++it) {
-      if (it->second.ready && !it->second.in_use) {
-        EraseSlot(it);
-        return;
-      }
-    }
-    // Every slot is in use or still being filled: wait for the worker to finish one.
-    changed_.wait(lock);
+  if (dropped.region.slot < slots_.size()) {
+    SlotUse& slot = slots_[dropped.region.slot];
+    if (--slot.blocks == 0) slot.end = 0;
   }
+  staging_order_.erase(std::find(staging_order_.begin(), staging_order_.end(), staged->first));
+  staged_.erase(staged);
 }
 
 std::shared_ptr<const BlockWeights> WeightStager::Acquire(size_t block, double* waited_seconds,
-                                                          size_t* slot_index) {
+                                                          StagingRegion* region) {
   const auto started = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = staged_.find(block);
   if (it == staged_.end()) {
-    EvictIdleSlot(lock);
-    AddSlot(block);
+    // What was staged ahead is not what is needed: drop it (once its copies are done) and
+    // stage this block here.
+    ahead_.reset();
+    changed_.wait(lock, [&] {
+      return std::all_of(staged_.begin(), staged_.end(), [](const auto& entry) {
+        return entry.second.ready || !entry.second.claimed;
+      });
+    });
+    for (auto entry = staged_.begin(); entry != staged_.end();) {
+      if (entry->second.in_use) {
+        ++entry;
+      } else {
+        Drop(entry++);
+      }
+    }
+    changed_.wait(lock, [&] { return Reserve(block); });
+    Fill(block, lock);
     it = staged_.find(block);
-    Fill(block, it->second, lock);
   } else {
+    // Reserved but not picked up by the worker yet: copying it here saves the wake-up.
+    if (!it->second.claimed) Fill(block, lock);
     changed_.wait(lock, [&] { return it->second.ready; });
+    // Blocks staged before this one were skipped: their room goes to what comes next.
+    while (staging_order_.front() != block) {
+      auto skipped = staged_.find(staging_order_.front());
+      if (skipped->second.in_use || !skipped->second.ready) break;
+      Drop(skipped);
+    }
   }
   if (waited_seconds != nullptr) {
     *waited_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
-  Slot& slot = it->second;
-  if (slot.error) {
-    std::exception_ptr error = slot.error;
-    EraseSlot(it);
+  Staged& staged = it->second;
+  if (staged.error) {
+    std::exception_ptr error = staged.error;
+    Drop(it);
     changed_.notify_all();
     std::rethrow_exception(error);
   }
-  slot.in_use = true;
-  if (slot_index != nullptr) *slot_index = slot.index;
-  return slot.weights;
+  staged.in_use = true;
+  if (region != nullptr) *region = staged.region;
+  return staged.weights;
 }
 
 void WeightStager::Release(size_t block) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = staged_.find(block);
-  if (it == staged_.end()) return;
-  EraseSlot(it);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = staged_.find(block);
+    if (it == staged_.end()) return;
+    Drop(it);
+  }
   changed_.notify_all();
 }
 

@@ -193,7 +193,7 @@ std::pair<std::string, v1::ModelInfo> ServeAndForward(const fs::path& dir,
 TEST_F(ModelLoading, VirtualGpusAndCpuShareTheModelAndTheMapIsReported) {
   WriteTinyPreset();
   const auto [spread_logits, spread] =
-      ServeAndForward(dir_, {"--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=1GiB",
+      ServeAndForward(dir_, {"--devices", "cuda:0=4.5MiB,cuda:1=1.5MiB,cpu=1GiB",
                              "--max-seq-len", "64", "--max-batch-size", "1"});
   std::set<std::string> used;
   for (const auto& [module, device] : spread.device_map()) used.insert(device);
@@ -209,7 +209,7 @@ TEST_F(ModelLoading, VirtualGpusAndCpuShareTheModelAndTheMapIsReported) {
         << device.name();
   }
   EXPECT_EQ(spread.devices(0).name(), "cuda:0");
-  EXPECT_EQ(spread.devices(0).total_bytes(), 4u << 20);
+  EXPECT_EQ(spread.devices(0).total_bytes(), 9u << 19);
   EXPECT_GT(spread.devices(0).weights_bytes(), 0u);
   EXPECT_GT(spread.devices(1).weights_bytes(), 0u);
   EXPECT_GT(spread.devices(2).weights_bytes(), 0u);
@@ -227,7 +227,7 @@ TEST_F(ModelLoading, AModelOverTwoVirtualGpusCpuAndDiskAnswersLikeOneDevice) {
   WriteTinyPreset();
   const std::string offload = (dir_ / "offload").string();
   const auto [spread_logits, spread] = ServeAndForward(
-      dir_, {"--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=2.5MiB", "--offload-dir", offload,
+      dir_, {"--devices", "cuda:0=4.5MiB,cuda:1=1.5MiB,cpu=2.5MiB", "--offload-dir", offload,
              "--max-seq-len", "64", "--max-batch-size", "1"});
   std::set<std::string> used;
   for (const auto& [module, device] : spread.device_map()) used.insert(device);
@@ -235,7 +235,7 @@ TEST_F(ModelLoading, AModelOverTwoVirtualGpusCpuAndDiskAnswersLikeOneDevice) {
   const auto [single_logits, single] = ServeAndForward(dir_, {});
   EXPECT_EQ(spread_logits, single_logits);
   const auto [no_prefetch_logits, no_prefetch] = ServeAndForward(
-      dir_, {"--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=2.5MiB", "--offload-dir", offload,
+      dir_, {"--devices", "cuda:0=4.5MiB,cuda:1=1.5MiB,cpu=2.5MiB", "--offload-dir", offload,
              "--max-seq-len", "64", "--max-batch-size", "1", "--no-prefetch"});
   EXPECT_EQ(no_prefetch_logits, single_logits);
 }

@@ -28,7 +28,7 @@ std::vector<std::string> SpreadModel::DaemonFlags() const {
   // Sized so that every device holds weights (as `placer plan` shows): the embeddings on
   // cuda:0, layer 0 and the final norm on cuda:1, layers 1-3 on the CPU, lm_head on disk.
   return {"--model", dir_,
-          "--devices", "cuda:0=4MiB,cuda:1=1.5MiB,cpu=3MiB,disk=1GiB",
+          "--devices", "cuda:0=4.5MiB,cuda:1=1.5MiB,cpu=3MiB,disk=1GiB",
           "--offload-dir", root_ + "/offload",
           "--max-seq-len", "64", "--max-batch-size", "1"};
 }

@@ -70,7 +70,8 @@ TEST_F(ValidateTest, AcceptsAValidMapAndAccountsIt) {
   EXPECT_EQ(plan->devices[0].weights_bytes, 20u);
   EXPECT_EQ(plan->devices[1].weights_bytes, 10u);
   EXPECT_EQ(plan->devices[2].weights_bytes, 1u);
-  EXPECT_EQ(plan->devices[0].staging_reserve_bytes, 11u);
+  // Two staging slots the size of the largest offloaded block (layer 1, 10 bytes).
+  EXPECT_EQ(plan->devices[0].staging_reserve_bytes, 20u);
 }
 
 TEST_F(ValidateTest, AcceptsWhatThePlannerWrites) {
