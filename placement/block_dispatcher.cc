@@ -191,7 +191,9 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
                                     [self](size_t block) { return self->NextStaged(block); }};
     dispatcher->stager_ = std::make_unique<WeightStager>(
         kStagingSlots, dispatcher->staging_slot_bytes_, std::move(sequence),
-        [self](size_t block, StagingRegion region) { return self->Stage(block, region); },
+        [self](size_t block, StagingRegion region, bool background) {
+          return self->Stage(block, region, background);
+        },
         self->accounting_.get(), plan.execution_device.Name());
   }
   return dispatcher;
@@ -226,7 +228,7 @@ void BlockDispatcher::AllocateStagingSlots(const Device& execution_device) {
   }
 }
 
-BlockWeights BlockDispatcher::Stage(size_t block, StagingRegion region) const {
+BlockWeights BlockDispatcher::Stage(size_t block, StagingRegion region, bool background) const {
   const BoundBlock& bound = blocks_[block];
   const at::Device target = torch_device(block);
   const at::Tensor& buffer = staging_slots_.at(region.slot);
@@ -247,7 +249,8 @@ BlockWeights BlockDispatcher::Stage(size_t block, StagingRegion region) const {
     at::Tensor destination = at::empty({0}, buffer.options().dtype(source.scalar_type()));
     destination.set_(buffer.storage(), static_cast<int64_t>(offset) / source.element_size(),
                      source.sizes(), c10::contiguous_strides(source.sizes()));
-    transfer_.CopyInto(destination, source, bound.weights_device, bound.execution_device);
+    transfer_.CopyInto(destination, source, bound.weights_device, bound.execution_device,
+                       background);
     staged.push_back(std::move(destination));
     offset += SlotSpan(source);
   }

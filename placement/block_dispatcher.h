@@ -82,7 +82,7 @@ class BlockDispatcher {
   BlockDispatcher(bool virtual_gpus, std::shared_ptr<RuntimeAccounting> accounting)
       : transfer_(virtual_gpus, accounting.get()), accounting_(std::move(accounting)) {}
   // Copies the block's weights into `region` of a staging slot (views of its buffer).
-  BlockWeights Stage(size_t block, StagingRegion region) const;
+  BlockWeights Stage(size_t block, StagingRegion region, bool background) const;
   uint64_t SlotBytes(size_t block) const;  // its weights' bytes in a slot, aligned
   void AllocateStagingSlots(const Device& execution_device);
   void ReadAhead(size_t block) const;

@@ -30,12 +30,10 @@ at::Tensor DeviceTransfer::Move(const at::Tensor& tensor, const Device& from,
 }
 
 void DeviceTransfer::CopyInto(at::Tensor& destination, const at::Tensor& source,
-                              const Device& from, const Device& to) const {
-  if (destination.is_cpu() && source.is_cpu() && destination.is_contiguous() &&
+                              const Device& from, const Device& to, bool background) const {
+  if (background && destination.is_cpu() && source.is_cpu() && destination.is_contiguous() &&
       source.is_contiguous() && destination.scalar_type() == source.scalar_type() &&
       destination.sizes() == source.sizes()) {
-    // Host to host (a virtual GPU): one thread, like a GPU's copy engine, so compute keeps
-    // the other cores.
     CopyHostBytes(destination.data_ptr(), source.data_ptr(), Bytes(source));
   } else {
     destination.copy_(source, /*non_blocking=*/source.is_pinned());

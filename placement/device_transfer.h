@@ -24,8 +24,11 @@ class DeviceTransfer {
   at::Tensor Move(const at::Tensor& tensor, const Device& from, const Device& to) const;
 
   // Copies `source` into the preallocated `destination` (staging), counted under from -> to.
+  // A `background` copy between host buffers (a virtual GPU) runs on the calling thread alone,
+  // as a copy engine would, leaving the other cores to compute; otherwise compute is waiting
+  // for it, and it uses every thread.
   void CopyInto(at::Tensor& destination, const at::Tensor& source, const Device& from,
-                const Device& to) const;
+                const Device& to, bool background) const;
 
   bool virtual_gpus() const { return virtual_gpus_; }
   RuntimeAccounting* accounting() const { return accounting_; }

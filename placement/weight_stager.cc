@@ -98,7 +98,7 @@ std::optional<size_t> WeightStager::FirstUnclaimed() const {
   return std::nullopt;
 }
 
-void WeightStager::Fill(size_t block, std::unique_lock<std::mutex>& lock) {
+void WeightStager::Fill(size_t block, bool background, std::unique_lock<std::mutex>& lock) {
   // std::map nodes are stable, and a claimed block is never dropped before it is ready, so
   // the reference survives the unlocked copy.
   Staged& staged = staged_.at(block);
@@ -109,7 +109,7 @@ void WeightStager::Fill(size_t block, std::unique_lock<std::mutex>& lock) {
   std::shared_ptr<const BlockWeights> weights;
   std::exception_ptr error;
   try {
-    weights = std::make_shared<const BlockWeights>(stage_(block, region));
+    weights = std::make_shared<const BlockWeights>(stage_(block, region, background));
   } catch (...) {
     error = std::current_exception();
   }
@@ -136,7 +136,7 @@ void WeightStager::Work() {
       return block.has_value();
     });
     if (stopping_) return;
-    Fill(*block, lock);
+    Fill(*block, /*background=*/true, lock);
   }
 }
 
@@ -186,11 +186,11 @@ std::shared_ptr<const BlockWeights> WeightStager::Acquire(size_t block, double* 
       }
     }
     changed_.wait(lock, [&] { return Reserve(block); });
-    Fill(block, lock);
+    Fill(block, /*background=*/false, lock);
     it = staged_.find(block);
   } else {
     // Reserved but not picked up by the worker yet: copying it here saves the wake-up.
-    if (!it->second.claimed) Fill(block, lock);
+    if (!it->second.claimed) Fill(block, /*background=*/false, lock);
     changed_.wait(lock, [&] { return it->second.ready; });
     // Blocks staged before this one were skipped: their room goes to what comes next.
     while (staging_order_.front() != block) {

@@ -37,8 +37,11 @@ struct StagingRegion {
 class WeightStager {
  public:
   // Copies one block's weights onto the execution device into `region`, whose bytes no other
-  // staged block uses until this one is released; may throw c10::Error.
-  using StageFunction = std::function<BlockWeights(size_t block, StagingRegion region)>;
+  // staged block uses until this one is released; `background` is true on the stager's own
+  // thread (compute runs meanwhile) and false when the block is needed now. May throw
+  // c10::Error.
+  using StageFunction =
+      std::function<BlockWeights(size_t block, StagingRegion region, bool background)>;
 
   struct Sequence {
     std::function<uint64_t(size_t block)> bytes;  // what the block takes in a slot
@@ -92,7 +95,7 @@ class WeightStager {
   // The oldest reserved block nobody copies yet; mutex_ held.
   std::optional<size_t> FirstUnclaimed() const;
   // Copies a reserved block on the calling thread; mutex_ held, released during the copy.
-  void Fill(size_t block, std::unique_lock<std::mutex>& lock);
+  void Fill(size_t block, bool background, std::unique_lock<std::mutex>& lock);
   void Drop(std::map<size_t, Staged>::iterator staged);  // mutex_ held
 
   const uint64_t slot_bytes_;

@@ -41,7 +41,8 @@ TEST(WeightStager, PrefetchStagesOnAnotherThreadAndAcquireWaitsForIt) {
   // One block per slot: room for block 3 and block 4 is reserved, 3 is copied first.
   WeightStager stager(
       2, 16, Cycle(10, 16),
-      [&](size_t block, StagingRegion) {
+      [&](size_t block, StagingRegion, bool background) {
+        EXPECT_TRUE(background) << "a prefetched block is copied while compute runs";
         staged_on = std::this_thread::get_id();
         copy_may_finish.wait();
         return Weights(block);
@@ -78,7 +79,7 @@ TEST(WeightStager, RunsAheadAsFarAsTheSlotsAllowAndRefillsASlotOnlyOnceItIsEmpty
   // Two slots of 30 bytes, blocks of 10: three blocks per slot.
   WeightStager stager(
       2, 30, Cycle(10, 10),
-      [&](size_t block, StagingRegion region) {
+      [&](size_t block, StagingRegion region, bool) {
         std::lock_guard<std::mutex> lock(mutex);
         copies.emplace_back(block, region);
         return Weights(block);
@@ -129,7 +130,7 @@ TEST(WeightStager, LiveBlocksNeverShareBytesAndStayWithinTheSlots) {
       2, kSlotBytes,
       {[&](size_t block) { return sizes[block]; },
        [&](size_t block) { return (block + 1) % kBlocks; }},
-      [&](size_t block, StagingRegion region) {
+      [&](size_t block, StagingRegion region, bool) {
         std::lock_guard<std::mutex> lock(mutex);
         ++stage_calls;
         if (region.slot >= 2 || region.offset + sizes[block] > kSlotBytes) {
@@ -173,7 +174,8 @@ TEST(WeightStager, WithoutPrefetchAcquireStagesOnTheCallersThreadAndNothingElse)
   std::atomic<std::thread::id> staged_on{};
   WeightStager stager(
       2, 16, Cycle(4, 16),
-      [&](size_t block, StagingRegion) {
+      [&](size_t block, StagingRegion, bool background) {
+        EXPECT_FALSE(background) << "compute waits for this copy";
         ++copies;
         staged_on = std::this_thread::get_id();
         return Weights(block);
@@ -195,7 +197,7 @@ TEST(WeightStager, BlocksStagedAheadButNotNeededAreDropped) {
   std::shared_future<void> copy_may_finish = release_copy.get_future().share();
   WeightStager stager(
       1, 16, Cycle(10, 16),
-      [&](size_t block, StagingRegion) {
+      [&](size_t block, StagingRegion, bool) {
         copy_may_finish.wait();
         return Weights(block);
       },
@@ -211,8 +213,8 @@ TEST(WeightStager, BlocksStagedAheadButNotNeededAreDropped) {
 
 TEST(WeightStager, AcquiringALaterBlockDropsTheSkippedOnes) {
   WeightStager stager(
-      2, 10, Cycle(10, 5), [](size_t block, StagingRegion) { return Weights(block); }, nullptr,
-      "cuda:0");
+      2, 10, Cycle(10, 5), [](size_t block, StagingRegion, bool) { return Weights(block); },
+      nullptr, "cuda:0");
   stager.Prefetch(0);  // blocks 0-3, two per slot
   ASSERT_TRUE(Eventually([&] { return stager.staged_blocks() == 4; }));
   auto weights = stager.Acquire(2, nullptr);
@@ -223,7 +225,7 @@ TEST(WeightStager, AcquiringALaterBlockDropsTheSkippedOnes) {
 TEST(WeightStager, AFailedCopyIsRethrownToTheBlockThatNeedsIt) {
   WeightStager stager(
       2, 16, Cycle(4, 16),
-      [](size_t block, StagingRegion) -> BlockWeights {
+      [](size_t block, StagingRegion, bool) -> BlockWeights {
         if (block == 1) TORCH_CHECK(false, "out of memory staging block ", block);
         return Weights(block);
       },
@@ -247,7 +249,7 @@ TEST(WeightStager, ABlockLargerThanASlotIsAnErrorNotAHang) {
   WeightStager stager(
       2, 16, {[](size_t block) -> uint64_t { return block == 2 ? 17 : 16; },
               [](size_t block) { return (block + 1) % 4; }},
-      [](size_t block, StagingRegion) { return Weights(block); }, nullptr, "cuda:0");
+      [](size_t block, StagingRegion, bool) { return Weights(block); }, nullptr, "cuda:0");
   stager.Prefetch(1);  // 1 in slot 0, 2 refused, 3 in slot 1
   try {
     stager.Acquire(2, nullptr);
