@@ -78,9 +78,10 @@ uint64_t StagedBytes(const placement::RuntimeAccounting& accounting) {
   return total;
 }
 
-// Each pass ends by prefetching the next pass's first block in the background; waiting
-// (untimed) for it before reading the counters puts its bytes in the window of the pass
-// that started it, so a window of n passes counts exactly n passes' staging.
+// Each pass ends with the stager running ahead into the next pass's first blocks until the
+// staging slots are full; waiting (untimed) for it before reading the counters puts their
+// bytes in the window of the pass that started them, so a window of n passes counts exactly
+// n passes' staging.
 void SettlePrefetch() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
 int32_t Argmax(const model::Logits& logits) {

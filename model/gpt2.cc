@@ -32,8 +32,8 @@ placement::BlockSpec LayerBlock(int64_t index) {
 // separate blocks; the lm_head reads the token embedding (tied).
 std::vector<placement::BlockSpec> Gpt2Blocks(const loader::ModelConfig& config) {
   std::vector<placement::BlockSpec> blocks;
-  blocks.push_back({"transformer.wte", {{"transformer.wte.weight"}}});
-  blocks.push_back({"transformer.wpe", {{"transformer.wpe.weight"}}});
+  blocks.push_back({"transformer.wte", {{"transformer.wte.weight"}}, /*row_lookup=*/true});
+  blocks.push_back({"transformer.wpe", {{"transformer.wpe.weight"}}, /*row_lookup=*/true});
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) blocks.push_back(LayerBlock(i));
   blocks.push_back({"transformer.ln_f", {{"transformer.ln_f.weight"}, {"transformer.ln_f.bias"}}});
   blocks.push_back({"lm_head", {{"transformer.wte.weight"}}});

@@ -34,7 +34,7 @@ placement::BlockSpec LayerBlock(int64_t index) {
 // tensor when tied): the units the hooks place and move.
 std::vector<placement::BlockSpec> LlamaBlocks(const loader::ModelConfig& config) {
   std::vector<placement::BlockSpec> blocks;
-  blocks.push_back({"model.embed_tokens", {{"model.embed_tokens.weight"}}});
+  blocks.push_back({"model.embed_tokens", {{"model.embed_tokens.weight"}}, /*row_lookup=*/true});
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) blocks.push_back(LayerBlock(i));
   blocks.push_back({"model.norm", {{"model.norm.weight"}}});
   blocks.push_back({"lm_head", {{config.tie_word_embeddings ? "model.embed_tokens.weight"

@@ -138,10 +138,11 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
       return absl::InvalidArgumentError(
           absl::StrCat("block ", spec.module, " has none of its tensors in the checkpoint"));
     }
-    bound.staged = bound.weights_device.is_offload() && gpu_execution;
-    bound.execution_device =
-        bound.weights_device.is_gpu() ? bound.weights_device
-                                      : (gpu_execution ? plan.execution_device : Device::Cpu());
+    // An offloaded embedding is looked up in host memory: a few rows move on, not the table.
+    bound.staged = bound.weights_device.is_offload() && gpu_execution && !spec.row_lookup;
+    bound.execution_device = bound.weights_device.is_gpu() ? bound.weights_device
+                             : bound.staged                ? plan.execution_device
+                                                           : Device::Cpu();
     bound.spec = std::move(spec);
     dispatcher->blocks_.push_back(std::move(bound));
   }

@@ -18,6 +18,10 @@ struct BlockTensor {
 struct BlockSpec {
   std::string module;  // e.g. "model.layers.3"; names the block in errors and figures
   std::vector<BlockTensor> tensors;
+  // Reads only a few rows of its weights per pass (an embedding lookup). Offloaded, such a
+  // block runs where its weights are (host memory or the mapped files) and only its output
+  // rows move on, instead of staging the whole table onto the execution device.
+  bool row_lookup = false;
 };
 
 // A block's weights on its execution device, in the order of BlockSpec::tensors.

@@ -239,6 +239,25 @@ TEST_P(LlamaDeviceMaps, CountersMatchWhatTheMapPredicts) {
   EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kKvCache), 4 * pool_per_layer);
 }
 
+TEST_P(LlamaDeviceMaps, AnOffloadedEmbeddingIsLookedUpWhereItLivesNotStaged) {
+  for (const Device embedding : {kCpu, kDisk}) {
+    // No prefetch: layer 2 is staged exactly once per pass.
+    Loaded loaded = Load(PlanOf(MapOf(arch(), embedding, {Gpu(0), Gpu(0), kCpu, Gpu(0)}, Gpu(0)),
+                                Gpu(0), /*prefetch=*/false));
+    ASSERT_NE(loaded.model, nullptr);
+    auto logits = loaded.model->Forward(prompt_, true);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    ExpectSameLogits(*logits, embedding.Name());
+    // The lookup runs in host memory (the token ids stay there) and the prompt's rows reach
+    // cuda:0 as hidden states, beside the staged layer 2; the 300 x 64 table never moves.
+    const uint64_t tokens = prompt_.size(), hidden = 64;
+    EXPECT_EQ(loaded.accounting->Transferred("cpu", "cuda:0"),
+              tokens * hidden * 4 + BytesOf("model.layers.2"))
+        << embedding.Name();
+    EXPECT_EQ(loaded.accounting->Transferred("disk", "cuda:0"), 0u) << embedding.Name();
+  }
+}
+
 TEST_P(LlamaDeviceMaps, PrefetchStagesTheNextOffloadedBlockAhead) {
   Loaded loaded =
       Load(PlanOf(MapOf(arch(), Gpu(0), {Gpu(0), Gpu(0), kCpu, kCpu}, Gpu(1)), Gpu(0)));
