@@ -103,6 +103,12 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     }
   }
 
+  // Embeddings are looked up, not staged, when offloaded (BlockSpec::row_lookup); a tied
+  // lm_head keeps its group staged.
+  for (TensorSpec& tensor : spec.tensors) {
+    tensor.row_lookup = tensor.name == embedding || tensor.name == "transformer.wpe.weight";
+  }
+
   const std::string layer_class = DecoderLayerClass(config);
   spec.no_split_classes.push_back(layer_class);
   for (std::int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {

@@ -125,6 +125,7 @@ absl::StatusOr<ModuleTree> ModuleTree::Build(const ModuleTreeSpec& spec,
     tensor.shape = input.shape;
     tensor.dtype = input.dtype;
     tensor.is_buffer = input.is_buffer;
+    tensor.row_lookup = input.row_lookup;
     tensor.module = module_of_input[item.index];
     const loader::DType sized_as =
         compute_dtype && loader::IsFloatingDType(input.dtype) ? *compute_dtype : input.dtype;

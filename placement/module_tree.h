@@ -21,6 +21,9 @@ struct TensorSpec {
   std::vector<std::int64_t> shape;
   loader::DType dtype = loader::DType::kF32;
   bool is_buffer = false;
+  // Read a few rows per call (an embedding): offloaded, it is looked up where it lives and
+  // takes no staging room. Architecture knowledge, not part of the --module-tree JSON.
+  bool row_lookup = false;
 };
 
 // Everything a tree is built from; the --module-tree JSON holds exactly the
@@ -46,6 +49,7 @@ class ModuleTree {
     std::vector<std::int64_t> shape;
     loader::DType dtype = loader::DType::kF32;  // as stored
     bool is_buffer = false;
+    bool row_lookup = false;    // see TensorSpec
     int module = 0;             // owning module
     std::uint64_t bytes = 0;    // in the compute dtype
     bool counted = true;        // false for the 2nd+ member of a tied group

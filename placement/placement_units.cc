@@ -67,6 +67,9 @@ PlacementUnits PlacementUnits::FromTree(const ModuleTree& tree) {
     group.units.push_back(u);
     group.weights_bytes += out.units[u].weights_bytes;
     group.kv_bytes += out.units[u].kv_bytes;
+    for (int t = out.units[u].tensor_begin; t < out.units[u].tensor_end; ++t) {
+      group.staged_when_offloaded |= !tensors[t].row_lookup;
+    }
   }
 
   out.unit_begin.resize(modules.size());

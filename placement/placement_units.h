@@ -24,6 +24,9 @@ struct UnitGroup {
   std::vector<int> units;  // ascending
   std::uint64_t weights_bytes = 0;
   std::uint64_t kv_bytes = 0;
+  // Offloaded, the group is staged onto the execution device: false when every tensor is a
+  // row lookup (an untied embedding), which runs where it lives.
+  bool staged_when_offloaded = false;
 };
 
 struct PlacementUnits {

@@ -12,7 +12,7 @@ OffloadReserve OffloadNeeds(const PlacementUnits& units, const DeviceRoles& role
   for (const UnitGroup& group : units.groups) {
     const int device = unit_device[group.units[0]];
     if (device < 0 || !roles.IsOffload(device)) continue;
-    needs.AddOffloaded(group.weights_bytes, group.kv_bytes);
+    needs.AddOffloaded(group.staged_when_offloaded ? group.weights_bytes : 0, group.kv_bytes);
   }
   return needs;
 }

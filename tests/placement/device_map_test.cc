@@ -74,6 +74,22 @@ TEST_F(ValidateTest, AcceptsAValidMapAndAccountsIt) {
   EXPECT_EQ(plan->devices[0].staging_reserve_bytes, 20u);
 }
 
+TEST(ValidateRowLookupTest, AnOffloadedEmbeddingTakesNoStagingRoomUnlessTiedToTheHead) {
+  for (bool tied : {false, true}) {
+    ModuleTreeSpec spec = DecoderSpec(2, 10, 30, 5, tied);
+    spec.tensors.front().row_lookup = true;  // as ModuleTreeSpecForModel marks embeddings
+    const ModuleTree tree = BuildTree(spec);
+    absl::StatusOr<Plan> plan = ValidateDeviceMap(
+        tree,
+        MustParse(R"({"model.embed_tokens": "cpu", "model.layers": 0, "model.norm": 0,
+                      "lm_head": "cpu"})"),
+        Budgets({{"cuda:0", 100}, {"cpu", 100}}), 0);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    // Untied: only the 5-byte lm_head is staged. Tied: the shared 30 bytes are, for the head.
+    EXPECT_EQ(plan->devices[0].staging_reserve_bytes, tied ? 60u : 10u) << "tied " << tied;
+  }
+}
+
 TEST_F(ValidateTest, AcceptsWhatThePlannerWrites) {
   const auto budgets = Budgets({{"cuda:0", 30}, {"cpu", 100}});
   absl::StatusOr<Plan> planned = PlanPlacement(tree_, budgets, {});

@@ -149,6 +149,10 @@ TEST(ModelModuleTreeTest, LlamaLayersAreNoSplitWithKvAndTiedHeadCountedOnce) {
   EXPECT_EQ(tree.tensors().back().name, "lm_head.weight");
   EXPECT_EQ(tree.tensors().front().name, "model.embed_tokens.weight");
   EXPECT_EQ(tree.tensors().front().bytes, 100u * 64 * 2);  // bf16 from torch_dtype
+  // The embedding is looked up when offloaded; its tied lm_head copy and the layers are staged.
+  EXPECT_TRUE(tree.tensors().front().row_lookup);
+  EXPECT_FALSE(tree.tensors()[*tree.FindTensor("lm_head.weight")].row_lookup);
+  EXPECT_FALSE(tree.tensors()[*tree.FindTensor("model.layers.1.mlp.up_proj.weight")].row_lookup);
 }
 
 TEST(ModelModuleTreeTest, Gpt2CheckpointNamesAreCanonicalAndOrdered) {
