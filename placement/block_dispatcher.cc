@@ -188,8 +188,12 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
                                                        e.what_without_backtrace()));
     }
     BlockDispatcher* self = dispatcher.get();
-    WeightStager::Sequence sequence{[self](size_t block) { return self->SlotBytes(block); },
-                                    [self](size_t block) { return self->NextStaged(block); }};
+    const at::Device staging_device = TorchDeviceOf(plan.execution_device, plan.virtual_gpus);
+    WeightStager::Sequence sequence{
+        [self](size_t block) { return self->SlotBytes(block); },
+        [self](size_t block) { return self->NextStaged(block); },
+        // The kernels of the slot's blocks are queued by now: copies into it wait for them.
+        [self, staging_device](size_t slot) { self->slot_fences_[slot].Record(staging_device); }};
     dispatcher->stager_ = std::make_unique<WeightStager>(
         kStagingSlots, dispatcher->staging_slot_bytes_, std::move(sequence),
         [self](size_t block, StagingRegion region, bool background) {
@@ -234,10 +238,10 @@ BlockWeights BlockDispatcher::Stage(size_t block, StagingRegion region, bool bac
   const at::Device target = torch_device(block);
   const at::Tensor& buffer = staging_slots_.at(region.slot);
   StagingStreamScope stream(target);
-  // A slot is refilled from its start once all its blocks were released: the compute kernels
-  // that read them must be done before their bytes are overwritten (a no-op on the CPU,
-  // where they are). Later blocks of the same round write bytes no queued kernel reads.
-  if (region.offset == 0) slot_fences_[region.slot].WaitOnCurrentStream(target);
+  // The slot's bytes were last read by the blocks it held before it was last emptied: their
+  // kernels must be done before the bytes are overwritten (a no-op on the CPU, where they
+  // are). The fence is recorded only while the slot holds nothing, so never during this copy.
+  slot_fences_[region.slot].WaitOnCurrentStream(target);
   BlockWeights staged;
   staged.reserve(bound.weights.size());
   uint64_t offset = region.offset;
@@ -294,8 +298,6 @@ BlockDispatcher::Pass::~Pass() { ReleaseStaged(); }
 void BlockDispatcher::Pass::ReleaseStaged() {
   if (staged_weights_ == nullptr) return;
   staged_weights_.reset();
-  // The block's kernels are queued: the next copy into its slot waits for them.
-  dispatcher_.slot_fences_[staged_region_.slot].Record(dispatcher_.torch_device(staged_block_));
   dispatcher_.stager_->Release(staged_block_);
 }
 
@@ -315,7 +317,7 @@ const BlockWeights& BlockDispatcher::Pass::Enter(size_t block,
     return bound.weights;
   }
   double waited = 0;
-  staged_weights_ = dispatcher_.stager_->Acquire(block, &waited, &staged_region_);
+  staged_weights_ = dispatcher_.stager_->Acquire(block, &waited);
   staged_block_ = block;
   dispatcher_.accounting_->AddOffloadWait(waited);
   if (dispatcher_.prefetch_) dispatcher_.stager_->Prefetch(dispatcher_.NextStaged(block));

@@ -66,7 +66,6 @@ class BlockDispatcher {
     std::unique_lock<std::mutex> lock_;
     std::shared_ptr<const BlockWeights> staged_weights_;
     size_t staged_block_ = 0;
-    StagingRegion staged_region_;
   };
 
  private:

@@ -29,9 +29,10 @@ class StagingStreamScope {
 };
 
 // A staging slot's buffer is reused across blocks: the next copy into it may start only after
-// the compute stream finished the kernels that read the previous block from it. Record() is
-// called on the compute thread when that block is released (its kernels are queued by then);
-// WaitOnCurrentStream() inside a StagingStreamScope makes the side stream wait for that point.
+// the compute stream finished the kernels that read the earlier blocks from it. Record() is
+// called on the compute thread when the slot's last block is released (their kernels are
+// queued by then); WaitOnCurrentStream() inside a StagingStreamScope makes the side stream
+// wait for that point.
 // Both are no-ops for the CPU, where compute has finished when the block is released.
 class SlotFence {
  public:

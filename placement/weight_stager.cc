@@ -158,7 +158,10 @@ void WeightStager::Drop(std::map<size_t, Staged>::iterator staged) {
   }
   if (dropped.region.slot < slots_.size()) {
     SlotUse& slot = slots_[dropped.region.slot];
-    if (--slot.blocks == 0) slot.end = 0;
+    if (--slot.blocks == 0) {
+      slot.end = 0;
+      if (sequence_.emptied) sequence_.emptied(dropped.region.slot);
+    }
   }
   staging_order_.erase(std::find(staging_order_.begin(), staging_order_.end(), staged->first));
   staged_.erase(staged);
@@ -217,9 +220,11 @@ std::shared_ptr<const BlockWeights> WeightStager::Acquire(size_t block, double* 
 
 void WeightStager::Release(size_t block) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     auto it = staged_.find(block);
     if (it == staged_.end()) return;
+    // Never drop a block while its copy runs (a release of a block not acquired).
+    changed_.wait(lock, [&] { return it->second.ready || !it->second.claimed; });
     Drop(it);
   }
   changed_.notify_all();

@@ -46,6 +46,9 @@ class WeightStager {
   struct Sequence {
     std::function<uint64_t(size_t block)> bytes;  // what the block takes in a slot
     std::function<size_t(size_t block)> next;     // the staged block that follows it
+    // Called when a slot's last block is released, on the releasing (compute) thread and
+    // before the slot takes new blocks; none may be copying into it then. Optional.
+    std::function<void(size_t slot)> emptied;
   };
 
   WeightStager(size_t slots, uint64_t slot_bytes, Sequence sequence, StageFunction stage,

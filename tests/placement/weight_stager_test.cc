@@ -1,6 +1,7 @@
 // The staging pool behind prefetch: background staging on its own thread, running ahead of
-// compute as far as two slots allow, never two live blocks in the same bytes, failures handed
-// to the block that needed them.
+// compute as far as two slots allow, never two live blocks in the same bytes, a slot reported
+// empty only when nothing lives or is copied in it, failures handed to the block that needed
+// them.
 #include "placement/weight_stager.h"
 
 #include <c10/util/Exception.h>
@@ -22,7 +23,8 @@ BlockWeights Weights(size_t block) { return {at::full({4}, static_cast<float>(bl
 
 // Blocks 0..count-1 of `bytes` each, in a cycle.
 WeightStager::Sequence Cycle(size_t count, uint64_t bytes) {
-  return {[bytes](size_t) { return bytes; }, [count](size_t block) { return (block + 1) % count; }};
+  return {[bytes](size_t) { return bytes; }, [count](size_t block) { return (block + 1) % count; },
+          nullptr};
 }
 
 bool Eventually(const std::function<bool()>& condition) {
@@ -125,11 +127,22 @@ TEST(WeightStager, LiveBlocksNeverShareBytesAndStayWithinTheSlots) {
   std::mutex mutex;
   std::map<size_t, StagingRegion> live;
   std::vector<std::string> violations;
-  size_t stage_calls = 0;
+  size_t stage_calls = 0, emptied_calls = 0;
   WeightStager stager(
       2, kSlotBytes,
       {[&](size_t block) { return sizes[block]; },
-       [&](size_t block) { return (block + 1) % kBlocks; }},
+       [&](size_t block) { return (block + 1) % kBlocks; },
+       [&](size_t slot) {
+         // Where the GPU fence is recorded: nothing may live or be copied in the slot.
+         std::lock_guard<std::mutex> lock(mutex);
+         ++emptied_calls;
+         for (const auto& [block, where] : live) {
+           if (where.slot == slot) {
+             violations.push_back("slot " + std::to_string(slot) + " emptied under block " +
+                                  std::to_string(block));
+           }
+         }
+       }},
       [&](size_t block, StagingRegion region, bool) {
         std::lock_guard<std::mutex> lock(mutex);
         ++stage_calls;
@@ -167,6 +180,7 @@ TEST(WeightStager, LiveBlocksNeverShareBytesAndStayWithinTheSlots) {
   EXPECT_TRUE(violations.empty()) << violations.front();
   EXPECT_GE(stage_calls, 40 * kBlocks);
   EXPECT_LE(stage_calls, 40 * kBlocks + kBlocks) << "every block copied once per pass";
+  EXPECT_GE(emptied_calls, 40u) << "each slot empties at least once a pass";
 }
 
 TEST(WeightStager, WithoutPrefetchAcquireStagesOnTheCallersThreadAndNothingElse) {
@@ -248,7 +262,7 @@ TEST(WeightStager, AFailedCopyIsRethrownToTheBlockThatNeedsIt) {
 TEST(WeightStager, ABlockLargerThanASlotIsAnErrorNotAHang) {
   WeightStager stager(
       2, 16, {[](size_t block) -> uint64_t { return block == 2 ? 17 : 16; },
-              [](size_t block) { return (block + 1) % 4; }},
+              [](size_t block) { return (block + 1) % 4; }, nullptr},
       [](size_t block, StagingRegion, bool) { return Weights(block); }, nullptr, "cuda:0");
   stager.Prefetch(1);  // 1 in slot 0, 2 refused, 3 in slot 1
   try {
