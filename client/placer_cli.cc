@@ -54,8 +54,8 @@ void PrintModelInfo(const placer::v1::ModelInfo& info) {
       std::cout << "  " << std::left << std::setw(8) << device.name()
                 << " weights " << Bytes(device.weights_bytes()) << ", kv cache "
                 << Bytes(device.kv_cache_bytes()) << ", reserved " << Bytes(device.reserved_bytes())
-                << ", free " << Bytes(device.free_bytes()) << " of " << Bytes(device.total_bytes())
-                << "\n";
+                << ", free at load " << Bytes(device.free_bytes()) << " of "
+                << Bytes(device.total_bytes()) << "\n";
     }
   }
   std::cout << std::flush;
