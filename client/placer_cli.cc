@@ -13,6 +13,7 @@
 
 #include "client/generate_command.h"
 #include "client/placer_client.h"
+#include "placement/byte_size.h"
 #include "placement/plan_command.h"
 #include "placement/plan_flags.h"
 
@@ -25,18 +26,7 @@ int Fail(const absl::Status& status) {
   return kUnreachableOrError;
 }
 
-std::string Bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(unit == 0 ? 0 : 1) << value << " " << units[unit];
-  return out.str();
-}
+using placer::placement::FormatBytes;
 
 void PrintModelInfo(const placer::v1::ModelInfo& info) {
   std::cout << "state:        " << info.state() << "\n";
@@ -52,10 +42,11 @@ void PrintModelInfo(const placer::v1::ModelInfo& info) {
     std::cout << "devices:\n";
     for (const auto& device : info.devices()) {
       std::cout << "  " << std::left << std::setw(8) << device.name()
-                << " weights " << Bytes(device.weights_bytes()) << ", kv cache "
-                << Bytes(device.kv_cache_bytes()) << ", reserved " << Bytes(device.reserved_bytes())
-                << ", free at load " << Bytes(device.free_bytes()) << " of "
-                << Bytes(device.total_bytes()) << "\n";
+                << " weights " << FormatBytes(device.weights_bytes()) << ", kv cache "
+                << FormatBytes(device.kv_cache_bytes()) << ", reserved "
+                << FormatBytes(device.reserved_bytes()) << ", free at load "
+                << FormatBytes(device.free_bytes()) << " of " << FormatBytes(device.total_bytes())
+                << "\n";
     }
   }
   std::cout << std::flush;

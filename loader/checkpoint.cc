@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "loader/checkpoint_files.h"
 #include "loader/file_util.h"
-#include "loader/hf_layout.h"
+#include "loader/architectures/architecture.h"
 #include "loader/safetensors_header.h"
 
 namespace placer::loader {
@@ -53,6 +53,7 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     checkpoint->config_ = *std::move(config);
   }
   const ModelConfig& config = checkpoint->config_;
+  const ArchitectureDescription architecture = DescribeArchitecture(config);
 
   // Headers: every tensor once, in the shard the index says.
   std::map<std::string, std::string> file_of_tensor;
@@ -79,7 +80,7 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
               " as being in ", listed->second));
         }
       }
-      const std::string name = CanonicalTensorName(config, stored_name);
+      const std::string name = architecture.CanonicalName(stored_name);
       if (const auto [it, inserted] = file_of_tensor.emplace(name, path); !inserted) {
         return absl::InvalidArgumentError(absl::StrCat(
             "tensor \"", name, "\" appears twice: in ", it->second, " and in ", path));
@@ -98,7 +99,7 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
   if (files->index) {
     for (const auto& [stored_name, shard_name] : files->index->weight_map) {
-      if (file_of_tensor.count(CanonicalTensorName(config, stored_name)) == 0) {
+      if (file_of_tensor.count(architecture.CanonicalName(stored_name)) == 0) {
         return absl::NotFoundError(absl::StrCat(
             files->index_path, ": tensor \"", stored_name, "\" is listed in shard ",
             shard_name, " but absent from it"));
@@ -106,38 +107,40 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     }
   }
 
-  // Names and shapes must be what config.json implies for the architecture.
-  std::set<std::string> expected_names;
-  for (const ExpectedTensor& expected : ExpectedTensors(config)) {
-    expected_names.insert(expected.name);
-    const TensorInfo* info = checkpoint->Find(expected.name);
-    if (info == nullptr) {
+  // Names and shapes must be what config.json implies for the architecture. A tied tensor
+  // stored anyway (lm_head.weight of a tied model) is ignored, as transformers ties it, but
+  // it must still have the shape it stands for.
+  std::map<std::string, const TensorDescription*> slot_of;
+  for (const TensorDescription* slot : architecture.Slots()) {
+    slot_of.emplace(slot->name, slot);
+    const TensorInfo* info = checkpoint->Find(slot->name);
+    if (info == nullptr && slot->present && slot->tied_to.empty()) {
       return absl::NotFoundError(absl::StrCat(
-          dir, ": tensor \"", expected.name, "\" is missing; config.json (",
+          dir, ": tensor \"", slot->name, "\" is missing; config.json (",
           ArchitectureName(config.architecture), ") requires it"));
     }
-    if (info->shape != expected.shape) {
+    if (info != nullptr && slot->present && info->shape != slot->shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           checkpoint->shards_[static_cast<std::size_t>(info->shard)].path, ": tensor \"",
-          expected.name, "\" has shape ", ShapeString(info->shape), " but config.json implies ",
-          ShapeString(expected.shape)));
+          slot->name, "\" has shape ", ShapeString(info->shape), " but config.json implies ",
+          ShapeString(slot->shape)));
     }
   }
   std::map<DType, std::uint64_t> bytes_by_dtype;
   for (const auto& [name, info] : checkpoint->tensors_) {
-    const bool tied_head = name == "lm_head.weight" && config.tie_word_embeddings;
-    const bool buffer = IsKnownNonParameterBuffer(config, name);
-    if (expected_names.count(name) == 0 && !tied_head && !buffer) {
+    const std::string& path = checkpoint->shards_[static_cast<std::size_t>(info.shard)].path;
+    const bool buffer = architecture.IsNonParameterBuffer(name);
+    const auto slot = slot_of.find(name);
+    if (!buffer && slot == slot_of.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          checkpoint->shards_[static_cast<std::size_t>(info.shard)].path, ": tensor \"", name,
-          "\" is not part of ", ArchitectureName(config.architecture),
+          path, ": tensor \"", name, "\" is not part of ", ArchitectureName(config.architecture),
           " as config.json describes it"));
     }
-    if (tied_head && info.shape != std::vector<std::int64_t>{config.vocab_size, config.hidden_size}) {
+    if (!buffer && !slot->second->present) {
       return absl::InvalidArgumentError(absl::StrCat(
-          checkpoint->shards_[static_cast<std::size_t>(info.shard)].path,
-          ": tensor \"lm_head.weight\" has shape ", ShapeString(info.shape),
-          " but config.json implies ", ShapeString({config.vocab_size, config.hidden_size})));
+          path, ": tensor \"", name, "\" is in the checkpoint but config.json (",
+          ArchitectureName(config.architecture),
+          ") leaves it out: set the flag that adds it (attention_bias, mlp_bias) or drop it"));
     }
     checkpoint->total_bytes_ += info.nbytes();
     if (!buffer) checkpoint->parameter_count_ += info.num_elements;

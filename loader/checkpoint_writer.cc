@@ -1,6 +1,5 @@
 #include "loader/checkpoint_writer.h"
 
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -8,8 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "loader/file_util.h"
@@ -24,10 +21,14 @@ constexpr char kTransformersVersion[] = "4.44.0";
 
 }  // namespace
 
+bool IsLlamaFamilyArch(absl::string_view arch) {
+  return arch == "llama" || arch == "mistral" || arch == "qwen2";
+}
+
 absl::StatusOr<CheckpointSpec> PresetSpec(absl::string_view arch, absl::string_view preset) {
   CheckpointSpec spec;
   spec.arch = std::string(arch);
-  if (arch == "llama") {
+  if (IsLlamaFamilyArch(arch)) {
     spec.bos_token_id = 1;
     spec.eos_token_id = 2;
     if (preset == "tiny") {
@@ -66,11 +67,12 @@ absl::StatusOr<CheckpointSpec> PresetSpec(absl::string_view arch, absl::string_v
     spec.kv_heads = spec.heads;
     return spec;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown arch \"", arch, "\" (llama, gpt2)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown arch \"", arch, "\" (llama, mistral, qwen2, gpt2)"));
 }
 
 absl::Status ValidateSpec(const CheckpointSpec& spec) {
-  if (spec.arch != "llama" && spec.arch != "gpt2") {
+  if (!IsLlamaFamilyArch(spec.arch) && spec.arch != "gpt2") {
     return absl::InvalidArgumentError(absl::StrCat("unknown arch \"", spec.arch, "\""));
   }
   const std::pair<const char*, std::int64_t> sizes[] = {
@@ -89,6 +91,14 @@ absl::Status ValidateSpec(const CheckpointSpec& spec) {
   }
   if (spec.arch == "gpt2" && kv != spec.heads) {
     return absl::InvalidArgumentError("gpt2 has no grouped-query attention: --kv-heads must equal --heads");
+  }
+  if (spec.arch == "gpt2" && (spec.attention_bias || spec.mlp_bias)) {
+    return absl::InvalidArgumentError(
+        "gpt2 always has its biases: --attention-bias and --mlp-bias are for the Llama family");
+  }
+  if (spec.arch == "qwen2" && spec.attention_bias) {
+    return absl::InvalidArgumentError(
+        "qwen2 always has q/k/v biases and never an o_proj bias: --attention-bias does not apply");
   }
   if (!IsFloatingDType(spec.dtype) || !IsComputeDType(spec.dtype)) {
     return absl::InvalidArgumentError("--dtype must be F32, BF16, F16 or F64");
@@ -135,8 +145,14 @@ nlohmann::ordered_json ConfigJson(const CheckpointSpec& spec) {
     c["vocab_size"] = spec.vocab;
     return c;
   }
-  c["architectures"] = {"LlamaForCausalLM"};
-  c["attention_bias"] = false;
+  if (spec.arch == "mistral") {
+    c["architectures"] = {"MistralForCausalLM"};
+  } else if (spec.arch == "qwen2") {
+    c["architectures"] = {"Qwen2ForCausalLM"};
+  } else {
+    c["architectures"] = {"LlamaForCausalLM"};
+  }
+  if (spec.arch != "qwen2") c["attention_bias"] = spec.attention_bias;
   c["attention_dropout"] = 0.0;
   c["bos_token_id"] = spec.bos_token_id;
   c["eos_token_id"] = spec.eos_token_id;
@@ -146,8 +162,8 @@ nlohmann::ordered_json ConfigJson(const CheckpointSpec& spec) {
   c["initializer_range"] = 0.02;
   c["intermediate_size"] = spec.intermediate;
   c["max_position_embeddings"] = spec.max_positions;
-  c["mlp_bias"] = false;
-  c["model_type"] = "llama";
+  c["mlp_bias"] = spec.mlp_bias;
+  c["model_type"] = spec.arch;
   c["num_attention_heads"] = spec.heads;
   c["num_hidden_layers"] = spec.layers;
   c["num_key_value_heads"] = spec.kv_heads == 0 ? spec.heads : spec.kv_heads;
@@ -170,36 +186,6 @@ nlohmann::ordered_json GenerationConfigJson(const CheckpointSpec& spec) {
   g["eos_token_id"] = spec.eos_token_id;
   g["transformers_version"] = kTransformersVersion;
   return g;
-}
-
-absl::StatusOr<std::uint64_t> ParseByteSize(absl::string_view text) {
-  std::string s = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
-  std::size_t split = 0;
-  while (split < s.size() && (std::isdigit(static_cast<unsigned char>(s[split])) || s[split] == '.')) {
-    ++split;
-  }
-  double number = 0;
-  if (split == 0 || !absl::SimpleAtod(s.substr(0, split), &number) || number < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid size \"", text, "\""));
-  }
-  const std::string unit(absl::StripAsciiWhitespace(s.substr(split)));
-  const std::pair<const char*, double> units[] = {
-      {"", 1},         {"B", 1},
-      {"K", 1e3},      {"KB", 1e3},      {"KIB", 1024.0},
-      {"M", 1e6},      {"MB", 1e6},      {"MIB", 1048576.0},
-      {"G", 1e9},      {"GB", 1e9},      {"GIB", 1073741824.0},
-      {"T", 1e12},     {"TB", 1e12},     {"TIB", 1099511627776.0}};
-  for (const auto& [name, scale] : units) {
-    if (unit == name) {
-      const double bytes = number * scale;
-      if (bytes < 1 || bytes > 1.8e19) {
-        return absl::InvalidArgumentError(absl::StrCat("size \"", text, "\" out of range"));
-      }
-      return static_cast<std::uint64_t>(bytes);
-    }
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("invalid size unit in \"", text, "\" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
 }
 
 absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir,

@@ -1,6 +1,6 @@
 // Writes a checkpoint directory in the exact Hugging Face layout: config.json
 // and generation_config.json as transformers writes them, and the tensors of
-// hf_layout.h in model.safetensors, or in model-0000K-of-0000N.safetensors
+// the architecture description (loader/architectures) in model.safetensors, or in model-0000K-of-0000N.safetensors
 // shards plus model.safetensors.index.json when they exceed the shard size.
 // Tensor values come from a caller-supplied fill, so this stays free of
 // libtorch (the fuzz seed maker uses it with constant fills).
@@ -15,13 +15,13 @@
 
 #include "absl/status/statusor.h"
 #include "loader/dtype.h"
-#include "loader/hf_layout.h"
+#include "loader/architectures/architecture.h"
 #include "loader/safetensors_writer.h"
 
 namespace placer::loader {
 
 struct CheckpointSpec {
-  std::string arch = "llama";  // "llama" or "gpt2"
+  std::string arch = "llama";  // "llama", "mistral", "qwen2" or "gpt2"
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
@@ -31,9 +31,16 @@ struct CheckpointSpec {
   std::int64_t max_positions = 0;
   DType dtype = DType::kF32;
   bool tie_word_embeddings = false;
+  // Llama and Mistral: attention_bias (q, k, v and o biases) and mlp_bias in config.json.
+  // Qwen2 always has q/k/v biases; GPT-2 always has all.
+  bool attention_bias = false;
+  bool mlp_bias = false;
   std::int64_t bos_token_id = 1;
   std::int64_t eos_token_id = 2;
 };
+
+// Whether `arch` is one of the Llama family (llama, mistral, qwen2).
+bool IsLlamaFamilyArch(absl::string_view arch);
 
 // Presets: "tiny" (~1-5M parameters), "small" (~100M), "medium" (~1B).
 absl::StatusOr<CheckpointSpec> PresetSpec(absl::string_view arch, absl::string_view preset);
@@ -43,10 +50,6 @@ absl::Status ValidateSpec(const CheckpointSpec& spec);
 
 nlohmann::ordered_json ConfigJson(const CheckpointSpec& spec);
 nlohmann::ordered_json GenerationConfigJson(const CheckpointSpec& spec);
-
-// Parses "2GB", "500MiB", "1048576", "1.5G": decimal units (KB, MB, GB, TB)
-// are powers of 1000 as transformers reads them, binary units powers of 1024.
-absl::StatusOr<std::uint64_t> ParseByteSize(absl::string_view text);
 
 // Produces the fill for one tensor, called in write order.
 using TensorFillFactory =

@@ -2,10 +2,13 @@
 # loader/CMakeLists.txt and by the standalone fuzz build (tests/fuzz), which
 # compiles it with clang and sanitizers.
 set(PLACER_LOADER_FORMAT_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_util.cc
-  ${CMAKE_CURRENT_LIST_DIR}/hf_layout.cc
+  ${CMAKE_CURRENT_LIST_DIR}/architectures/architecture.cc
+  ${CMAKE_CURRENT_LIST_DIR}/architectures/gpt2.cc
+  ${CMAKE_CURRENT_LIST_DIR}/architectures/llama_family.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_header.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cc

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -135,13 +136,6 @@ class FieldReader {
   absl::string_view file_;
   std::string prefix_;
 };
-
-#define PLACER_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    if (absl::Status _s = (expr); !_s.ok()) { \
-      return _s;                              \
-    }                                         \
-  } while (false)
 
 absl::StatusOr<const ArchitectureRow*> FindArchitecture(const json& config,
                                                         absl::string_view file) {

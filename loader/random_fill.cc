@@ -16,22 +16,20 @@ TensorFillFactory MakeRandomFill(std::uint64_t seed) {
       absl::StatusOr<at::ScalarType> type = ToScalarType(dtype);
       if (!type.ok()) return type.status();
       try {
+        at::Generator generator = at::detail::createCPUGenerator(seed ^ Fnv1a64(tensor.name));
+        const at::Tensor noise =
+            at::randn(tensor.shape, generator, at::TensorOptions().dtype(at::kFloat));
         at::Tensor values;
         switch (tensor.init) {
-          case ExpectedTensor::Init::kOnes:
-            values = at::ones(tensor.shape, at::TensorOptions().dtype(*type));
+          case TensorInit::kOnes:
+            values = (noise * 0.1 + 1.0).to(*type);
             break;
-          case ExpectedTensor::Init::kZeros:
-            values = at::zeros(tensor.shape, at::TensorOptions().dtype(*type));
+          case TensorInit::kZeros:
+            values = (noise * 0.05).to(*type);
             break;
-          case ExpectedTensor::Init::kNormal: {
-            at::Generator generator =
-                at::detail::createCPUGenerator(seed ^ Fnv1a64(tensor.name));
-            values = (at::randn(tensor.shape, generator, at::TensorOptions().dtype(at::kFloat)) *
-                      0.02)
-                         .to(*type);
+          case TensorInit::kNormal:
+            values = (noise * 0.02).to(*type);
             break;
-          }
         }
         values = values.contiguous();
         if (static_cast<std::size_t>(values.nbytes()) != nbytes) {

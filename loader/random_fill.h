@@ -1,5 +1,7 @@
-// Seeded random tensor values for placer-make-checkpoint: weights ~ N(0, 0.02),
-// norms 1, biases 0, as a freshly initialised transformers model.
+// Seeded random tensor values for placer-make-checkpoint: weights ~ N(0, 0.02) as a freshly
+// initialised transformers model, but norms ~ 1 + N(0, 0.1) and biases ~ N(0, 0.05) instead
+// of exact ones and zeros: a norm or bias the forward pass forgot would otherwise change
+// nothing and no test could see it.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "loader/architectures/gpt2.h"
 #include "model/forward_runner.h"
 #include "model/small_batch_linear.h"
 #include "model/tensor_ops.h"
@@ -10,35 +11,7 @@
 namespace placer::model {
 namespace {
 
-// Slots of a GPT-2 block's weights, in the order LayerBlock lists them.
-enum LayerWeight : size_t {
-  kLn1Weight, kLn1Bias, kAttnWeight, kAttnBias, kAttnProjWeight, kAttnProjBias,
-  kLn2Weight, kLn2Bias, kFcWeight, kFcBias, kMlpProjWeight, kMlpProjBias
-};
-
-placement::BlockSpec LayerBlock(int64_t index) {
-  const std::string prefix = absl::StrCat("transformer.h.", index);
-  std::vector<placement::BlockTensor> tensors;
-  for (const char* name : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                           "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                           "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
-                           "mlp.c_proj.bias"}) {
-    tensors.push_back({absl::StrCat(prefix, ".", name)});
-  }
-  return {prefix, std::move(tensors)};
-}
-
-// Token and position embeddings are separate modules the planner may put apart, so they are
-// separate blocks; the lm_head reads the token embedding (tied).
-std::vector<placement::BlockSpec> Gpt2Blocks(const loader::ModelConfig& config) {
-  std::vector<placement::BlockSpec> blocks;
-  blocks.push_back({"transformer.wte", {{"transformer.wte.weight"}}, /*row_lookup=*/true});
-  blocks.push_back({"transformer.wpe", {{"transformer.wpe.weight"}}, /*row_lookup=*/true});
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) blocks.push_back(LayerBlock(i));
-  blocks.push_back({"transformer.ln_f", {{"transformer.ln_f.weight"}, {"transformer.ln_f.bias"}}});
-  blocks.push_back({"lm_head", {{"transformer.wte.weight"}}});
-  return blocks;
-}
+using namespace loader;  // NOLINT: the slot names kGpt2*
 
 // Conv1D stores [in, out]: y = x @ W + b. A decode step's few rows go through our kernel
 // (as fast as sgemm there, and batch-invariant), more through BLAS.
@@ -54,7 +27,7 @@ at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 class Gpt2 final : public DecoderOnlyModel {
  public:
   Gpt2(const loader::ModelConfig& config, std::unique_ptr<placement::BlockDispatcher> dispatcher)
-      : DecoderOnlyModel(config, std::move(dispatcher), /*first_layer_block=*/2) {}
+      : DecoderOnlyModel(config, std::move(dispatcher), DescribeGpt2(config).first_layer_block()) {}
 
  protected:
   void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state) const override {
@@ -86,15 +59,15 @@ class Gpt2 final : public DecoderOnlyModel {
     const int64_t head_dim = hidden_size / heads;
     const double eps = config().norm_eps;
     at::Tensor& hidden = state.hidden;
-    const at::Tensor x = at::layer_norm(hidden, {hidden_size}, w[kLn1Weight], w[kLn1Bias], eps);
-    const std::vector<at::Tensor> qkv = Conv1D(x, w[kAttnWeight], w[kAttnBias]).split(hidden_size, -1);
+    const at::Tensor x = at::layer_norm(hidden, {hidden_size}, w[kGpt2Ln1Weight], w[kGpt2Ln1Bias], eps);
+    const std::vector<at::Tensor> qkv = Conv1D(x, w[kGpt2AttnWeight], w[kGpt2AttnBias]).split(hidden_size, -1);
     auto heads_of = [&](const at::Tensor& t) { return t.view({rows, heads, head_dim}); };
     const at::Tensor all = AttendSequences(state.sequences, index, heads_of(qkv[0]),
                                            heads_of(qkv[1]), heads_of(qkv[2]), /*window=*/0);
-    hidden = hidden + Conv1D(all.view({rows, hidden_size}), w[kAttnProjWeight], w[kAttnProjBias]);
-    const at::Tensor y = at::layer_norm(hidden, {hidden_size}, w[kLn2Weight], w[kLn2Bias], eps);
-    const at::Tensor activated = at::gelu(Conv1D(y, w[kFcWeight], w[kFcBias]), "tanh");
-    hidden = hidden + Conv1D(activated, w[kMlpProjWeight], w[kMlpProjBias]);
+    hidden = hidden + Conv1D(all.view({rows, hidden_size}), w[kGpt2AttnProjWeight], w[kGpt2AttnProjBias]);
+    const at::Tensor y = at::layer_norm(hidden, {hidden_size}, w[kGpt2Ln2Weight], w[kGpt2Ln2Bias], eps);
+    const at::Tensor activated = at::gelu(Conv1D(y, w[kGpt2FcWeight], w[kGpt2FcBias]), "tanh");
+    hidden = hidden + Conv1D(activated, w[kGpt2MlpProjWeight], w[kGpt2MlpProjBias]);
   }
 };
 
@@ -103,7 +76,8 @@ class Gpt2 final : public DecoderOnlyModel {
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
-  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, Gpt2Blocks(config),
+  const ArchitectureDescription architecture = DescribeGpt2(config);
+  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, placement::BlockSpecsFor(architecture),
                                                        runtime.plan, ComputeScalarType(runtime), runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
   auto model = std::make_unique<Gpt2>(config, *std::move(dispatcher));

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "loader/architectures/llama_family.h"
 #include "model/forward_runner.h"
 #include "model/rotary.h"
 #include "model/tensor_ops.h"
@@ -11,41 +12,13 @@
 namespace placer::model {
 namespace {
 
-// Slots of a decoder layer's weights, in the order LayerBlock lists them.
-enum LayerWeight : size_t {
-  kInputNorm, kQ, kK, kV, kO, kQBias, kKBias, kVBias, kPostNorm, kGate, kUp, kDown
-};
-
-placement::BlockSpec LayerBlock(int64_t index) {
-  const std::string prefix = absl::StrCat("model.layers.", index);
-  auto tensor = [&](const char* name, bool optional = false) {
-    return placement::BlockTensor{absl::StrCat(prefix, ".", name), optional};
-  };
-  return {prefix,
-          {tensor("input_layernorm.weight"), tensor("self_attn.q_proj.weight"),
-           tensor("self_attn.k_proj.weight"), tensor("self_attn.v_proj.weight"),
-           tensor("self_attn.o_proj.weight"), tensor("self_attn.q_proj.bias", true),
-           tensor("self_attn.k_proj.bias", true), tensor("self_attn.v_proj.bias", true),
-           tensor("post_attention_layernorm.weight"), tensor("mlp.gate_proj.weight"),
-           tensor("mlp.up_proj.weight"), tensor("mlp.down_proj.weight")}};
-}
-
-// Embedding, the decoder layers, the final norm, the lm_head (reading the embedding's
-// tensor when tied): the units the hooks place and move.
-std::vector<placement::BlockSpec> LlamaBlocks(const loader::ModelConfig& config) {
-  std::vector<placement::BlockSpec> blocks;
-  blocks.push_back({"model.embed_tokens", {{"model.embed_tokens.weight"}}, /*row_lookup=*/true});
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) blocks.push_back(LayerBlock(i));
-  blocks.push_back({"model.norm", {{"model.norm.weight"}}});
-  blocks.push_back({"lm_head", {{config.tie_word_embeddings ? "model.embed_tokens.weight"
-                                                             : "lm_head.weight"}}});
-  return blocks;
-}
+using namespace loader;  // NOLINT: the slot names kLlama*
 
 class Llama final : public DecoderOnlyModel {
  public:
   Llama(const loader::ModelConfig& config, std::unique_ptr<placement::BlockDispatcher> dispatcher)
-      : DecoderOnlyModel(config, std::move(dispatcher), /*first_layer_block=*/1),
+      : DecoderOnlyModel(config, std::move(dispatcher),
+                         DescribeLlamaFamily(config).first_layer_block()),
         rotary_(config) {}
 
  protected:
@@ -71,10 +44,10 @@ class Llama final : public DecoderOnlyModel {
     at::Tensor& hidden = state.hidden;
     // Projections and the MLP see every sequence's rows at once (one read of the weights);
     // attention is per sequence.
-    const at::Tensor x = RmsNorm(hidden, w[kInputNorm], config().norm_eps);
-    const at::Tensor q = Linear(x, w[kQ], w[kQBias]);
-    const at::Tensor k = Linear(x, w[kK], w[kKBias]);
-    const at::Tensor v = Linear(x, w[kV], w[kVBias]);
+    const at::Tensor x = RmsNorm(hidden, w[kLlamaInputNorm], config().norm_eps);
+    const at::Tensor q = Linear(x, w[kLlamaQ], w[kLlamaQBias]);
+    const at::Tensor k = Linear(x, w[kLlamaK], w[kLlamaKBias]);
+    const at::Tensor v = Linear(x, w[kLlamaV], w[kLlamaVBias]);
     // Rotary positions for all rows at once (a handful of operations per layer instead of a
     // score per sequence), unless the frequencies depend on each sequence's length.
     at::Tensor q_all = q.view({rows, heads, head_dim});
@@ -109,9 +82,11 @@ class Llama final : public DecoderOnlyModel {
       }
       all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
     }
-    hidden = hidden + Linear(all.view({rows, heads * head_dim}), w[kO]);
-    const at::Tensor y = RmsNorm(hidden, w[kPostNorm], config().norm_eps);
-    hidden = hidden + Linear(at::silu(Linear(y, w[kGate])) * Linear(y, w[kUp]), w[kDown]);
+    hidden = hidden + Linear(all.view({rows, heads * head_dim}), w[kLlamaO], w[kLlamaOBias]);
+    const at::Tensor y = RmsNorm(hidden, w[kLlamaPostNorm], config().norm_eps);
+    hidden = hidden + Linear(at::silu(Linear(y, w[kLlamaGate], w[kLlamaGateBias])) *
+                                 Linear(y, w[kLlamaUp], w[kLlamaUpBias]),
+                             w[kLlamaDown], w[kLlamaDownBias]);
   }
 
   RotaryEmbedding rotary_;
@@ -122,7 +97,8 @@ class Llama final : public DecoderOnlyModel {
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
-  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, LlamaBlocks(config),
+  const ArchitectureDescription architecture = DescribeLlamaFamily(config);
+  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, placement::BlockSpecsFor(architecture),
                                                        runtime.plan, ComputeScalarType(runtime), runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
   auto model = std::make_unique<Llama>(config, *std::move(dispatcher));

@@ -112,8 +112,8 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
     bool first = true;
     std::string first_tensor;
     for (const BlockTensor& tensor : spec.tensors) {
+      if (tensor.absent) continue;
       if (checkpoint->Find(tensor.name) == nullptr) {
-        if (tensor.optional) continue;
         return absl::NotFoundError(absl::StrCat(checkpoint->dir(), ": block ", spec.module,
                                                 " needs tensor ", tensor.name,
                                                 ", which the checkpoint does not have"));
@@ -163,7 +163,7 @@ absl::StatusOr<std::unique_ptr<BlockDispatcher>> BlockDispatcher::Create(
   try {
     for (BoundBlock& block : dispatcher->blocks_) {
       for (const BlockTensor& tensor : block.spec.tensors) {
-        if (checkpoint->Find(tensor.name) == nullptr) {
+        if (tensor.absent) {
           block.weights.emplace_back();
           continue;
         }

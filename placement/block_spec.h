@@ -1,6 +1,7 @@
 // A block is the unit the hooks move: a module that runs whole on one execution device
-// (the embedding, one decoder layer, the final norm, the lm_head). The architecture says
-// which tensors each block reads; the dispatcher hands them over on the right device.
+// (the embedding, one decoder layer, the final norm, the lm_head). The architecture
+// description says which tensors each block reads (BlockSpecsFor); the dispatcher hands them
+// over on the right device.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -8,11 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "loader/architectures/architecture.h"
+
 namespace placer::placement {
 
 struct BlockTensor {
-  std::string name;  // full checkpoint name, e.g. "model.layers.3.mlp.up_proj.weight"
-  bool optional = false;  // absent from the checkpoint: an undefined tensor in its slot
+  std::string name;  // checkpoint tensor read, e.g. "model.layers.3.mlp.up_proj.weight"
+  // Left out by config.json (a bias with attention_bias false): never read, an undefined
+  // tensor in its slot. A tensor not absent must be in the checkpoint.
+  bool absent = false;
 };
 
 struct BlockSpec {
@@ -23,6 +28,10 @@ struct BlockSpec {
   // rows move on, instead of staging the whole table onto the execution device.
   bool row_lookup = false;
 };
+
+// One spec per block of the description, in execution order, with a slot per tensor (a
+// tied slot reads the tensor it is tied to).
+std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& architecture);
 
 // A block's weights on its execution device, in the order of BlockSpec::tensors.
 using BlockWeights = std::vector<at::Tensor>;

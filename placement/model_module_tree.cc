@@ -1,43 +1,31 @@
 #include "placement/model_module_tree.h"
 
 #include <map>
-#include <set>
 
 #include "absl/strings/str_cat.h"
-#include "loader/hf_layout.h"
+#include "loader/architectures/architecture.h"
 
 namespace placer::placement {
 namespace {
 
-std::string EmbeddingTensor(const loader::ModelConfig& config) {
-  return config.is_gpt2() ? "transformer.wte.weight" : "model.embed_tokens.weight";
-}
-
-std::string DecoderLayerPrefix(const loader::ModelConfig& config) {
-  return config.is_gpt2() ? "transformer.h." : "model.layers.";
+const std::string& EmbeddingTensor(const loader::ArchitectureDescription& architecture) {
+  return architecture.blocks.front().tensors.front().name;
 }
 
 }  // namespace
 
 std::string DecoderLayerClass(const loader::ModelConfig& config) {
-  switch (config.architecture) {
-    case loader::Architecture::kLlama:
-      return "LlamaDecoderLayer";
-    case loader::Architecture::kMistral:
-      return "MistralDecoderLayer";
-    case loader::Architecture::kQwen2:
-      return "Qwen2DecoderLayer";
-    case loader::Architecture::kGpt2:
-      return "GPT2Block";
-  }
-  return "DecoderLayer";
+  const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
+  const std::size_t layer = architecture.first_layer_block();
+  return layer < architecture.blocks.size() ? architecture.blocks[layer].decoder_layer_class : "";
 }
 
 loader::DType CheckpointDType(const loader::ModelConfig& config,
                               const std::vector<TensorSpec>& checkpoint_tensors) {
-  const std::string embedding = EmbeddingTensor(config);
+  const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
+  const std::string& embedding = EmbeddingTensor(architecture);
   for (const TensorSpec& tensor : checkpoint_tensors) {
-    if (loader::CanonicalTensorName(config, tensor.name) == embedding) return tensor.dtype;
+    if (architecture.CanonicalName(tensor.name) == embedding) return tensor.dtype;
   }
   if (!config.torch_dtype.empty()) {
     absl::StatusOr<loader::DType> dtype = loader::ParseTorchDTypeName(config.torch_dtype);
@@ -49,73 +37,56 @@ loader::DType CheckpointDType(const loader::ModelConfig& config,
 absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     const loader::ModelConfig& config, const std::vector<TensorSpec>& checkpoint_tensors,
     std::uint64_t kv_bytes_per_layer) {
-  const std::vector<loader::ExpectedTensor> expected = loader::ExpectedTensors(config);
-  const std::string embedding = EmbeddingTensor(config);
+  const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
+  const loader::DType default_dtype = CheckpointDType(config, checkpoint_tensors);
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const TensorSpec& tensor : checkpoint_tensors) {
+    const std::string name = architecture.CanonicalName(tensor.name);
+    if (architecture.IsNonParameterBuffer(name)) continue;
+    const loader::TensorDescription* slot = architecture.Find(name);
+    if (slot == nullptr || !slot->present) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint holds tensor '", name, "' that ",
+          loader::ArchitectureName(config.architecture), " as config.json describes it has not"));
+    }
+    if (!by_name.emplace(name, &tensor).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint lists tensor '", name, "' twice (with and without its prefix?)"));
+    }
+  }
+
+  // The tensors in execution order, each with its block's row_lookup; a tied slot takes the
+  // shape and dtype of the tensor it reads unless the checkpoint stores it anyway.
   ModuleTreeSpec spec;
-
-  if (checkpoint_tensors.empty()) {
-    const loader::DType dtype = CheckpointDType(config, checkpoint_tensors);
-    for (const loader::ExpectedTensor& tensor : expected) {
-      spec.tensors.push_back({tensor.name, tensor.shape, dtype, false});
-    }
-  } else {
-    std::map<std::string, const TensorSpec*> by_name;
-    for (const TensorSpec& tensor : checkpoint_tensors) {
-      const std::string name = loader::CanonicalTensorName(config, tensor.name);
-      if (loader::IsKnownNonParameterBuffer(config, name)) continue;
-      if (!by_name.emplace(name, &tensor).second) {
+  for (const loader::BlockDescription& block : architecture.blocks) {
+    for (const loader::TensorDescription& slot : block.tensors) {
+      if (!slot.present) continue;
+      TensorSpec tensor{slot.name, slot.shape, default_dtype, false, block.row_lookup};
+      const auto stored = by_name.find(slot.name);
+      const auto read = by_name.find(slot.source());
+      if (stored != by_name.end()) {
+        tensor.shape = stored->second->shape;
+        tensor.dtype = stored->second->dtype;
+      } else if (!checkpoint_tensors.empty() && slot.tied_to.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint lists tensor '", name, "' twice (with and without its prefix?)"));
-      }
-    }
-    std::set<std::string> used;
-    for (const loader::ExpectedTensor& want : expected) {
-      auto it = by_name.find(want.name);
-      if (it == by_name.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint lacks tensor '", want.name, "' that ",
+            "checkpoint lacks tensor '", slot.name, "' that ",
             loader::ArchitectureName(config.architecture), " needs"));
+      } else if (read != by_name.end()) {
+        tensor.dtype = read->second->dtype;
       }
-      spec.tensors.push_back({want.name, it->second->shape, it->second->dtype, false});
-      used.insert(want.name);
-    }
-    // Tensors the layout does not list (an untied lm_head in a tied model,
-    // extra buffers) still take memory; they go last, in name order.
-    for (const auto& [name, tensor] : by_name) {
-      if (used.count(name) == 0) spec.tensors.push_back({name, tensor->shape, tensor->dtype, false});
-    }
-  }
-
-  if (config.tie_word_embeddings) {
-    bool has_lm_head = false;
-    const TensorSpec* embed = nullptr;
-    for (const TensorSpec& tensor : spec.tensors) {
-      has_lm_head = has_lm_head || tensor.name == "lm_head.weight";
-      if (tensor.name == embedding) embed = &tensor;
-    }
-    if (embed != nullptr) {
-      if (!has_lm_head) {
-        TensorSpec lm_head = *embed;
-        lm_head.name = "lm_head.weight";
-        spec.tensors.push_back(lm_head);
+      if (!slot.tied_to.empty()) {
+        // An offloaded tied lm_head is staged with its group, never looked up.
+        tensor.row_lookup = false;
+        spec.tied.push_back({slot.tied_to, slot.name});
       }
-      spec.tied.push_back({embedding, "lm_head.weight"});
+      spec.tensors.push_back(std::move(tensor));
+    }
+    if (block.decoder_layer()) {
+      spec.module_classes[block.module] = block.decoder_layer_class;
+      if (kv_bytes_per_layer > 0) spec.kv_cache_bytes[block.module] = kv_bytes_per_layer;
     }
   }
-
-  // Embeddings are looked up, not staged, when offloaded (BlockSpec::row_lookup); a tied
-  // lm_head keeps its group staged.
-  for (TensorSpec& tensor : spec.tensors) {
-    tensor.row_lookup = tensor.name == embedding || tensor.name == "transformer.wpe.weight";
-  }
-
-  const std::string layer_class = DecoderLayerClass(config);
-  spec.no_split_classes.push_back(layer_class);
-  for (std::int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
-    const std::string module = absl::StrCat(DecoderLayerPrefix(config), layer);
-    spec.module_classes[module] = layer_class;
-    if (kv_bytes_per_layer > 0) spec.kv_cache_bytes[module] = kv_bytes_per_layer;
-  }
+  spec.no_split_classes.push_back(DecoderLayerClass(config));
   return spec;
 }
 

@@ -81,7 +81,7 @@ void RequestTimer::OnToken() {
   ++generated_tokens_;
 }
 
-void RequestTimer::NoteStatus(const char* code_name, const grpc::Status& status) {
+void RequestTimer::NoteStatus(const std::string& code_name, const grpc::Status& status) {
   if (current_timer == nullptr) return;
   current_timer->code_name_ = code_name;
   current_timer->error_message_ = status.error_message();

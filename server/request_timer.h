@@ -31,7 +31,7 @@ class RequestTimer {
   // Records the status the handler answers with (code_name: "OK", "UNAVAILABLE", ...) for the
   // request's log line. Applies to the timer running on the calling thread; a no-op outside
   // a timed request.
-  static void NoteStatus(const char* code_name, const grpc::Status& status);
+  static void NoteStatus(const std::string& code_name, const grpc::Status& status);
 
   // The id of the request the calling thread is serving; empty outside one.
   static const std::string& CurrentRequestId();

@@ -11,6 +11,7 @@
 #include "loader/file_util.h"
 #include "loader/tools/bpe_tokenizer_builder.h"
 #include "loader/random_fill.h"
+#include "placement/byte_size.h"
 
 namespace {
 
@@ -34,9 +35,12 @@ int main(int argc, char** argv) {
   std::string max_shard_size = "2GB";
   std::optional<bool> tie;
   bool no_tokenizer = false;
+  bool attention_bias = false;
+  bool mlp_bias = false;
   app.add_option("--out", out, "output directory")->required();
   app.add_option("--seed", seed, "random seed (default 0)");
-  app.add_option("--arch", arch, "llama or gpt2")->check(CLI::IsMember({"llama", "gpt2"}));
+  app.add_option("--arch", arch, "llama, mistral, qwen2 or gpt2")
+      ->check(CLI::IsMember({"llama", "mistral", "qwen2", "gpt2"}));
   app.add_option("--preset", preset, "tiny (~1-5M), small (~100M) or medium (~1B) parameters")
       ->check(CLI::IsMember({"tiny", "small", "medium"}));
   app.add_option("--layers", layers, "decoder layers");
@@ -50,6 +54,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"F32", "BF16", "F16"}));
   app.add_option("--max-shard-size", max_shard_size, "e.g. 2GB (default), 500MB, 10MiB");
   app.add_option("--tie-word-embeddings", tie, "true or false (llama default false, gpt2 true)");
+  app.add_flag("--attention-bias", attention_bias,
+               "llama, mistral: q, k, v and o_proj biases (config attention_bias)");
+  app.add_flag("--mlp-bias", mlp_bias, "llama, mistral, qwen2: MLP biases (config mlp_bias)");
   app.add_flag("--no-tokenizer", no_tokenizer, "omit tokenizer.json and tokenizer_config.json");
   CLI11_PARSE(app, argc, argv);
 
@@ -64,9 +71,9 @@ int main(int argc, char** argv) {
     spec.tie_word_embeddings = arch == "gpt2";
     spec.bos_token_id = arch == "gpt2" ? 0 : 1;
     spec.eos_token_id = arch == "gpt2" ? 0 : 2;
-    if (!layers || !hidden || !heads || !vocab || (arch == "llama" && !intermediate)) {
+    if (!layers || !hidden || !heads || !vocab || (arch != "gpt2" && !intermediate)) {
       std::cerr << "placer-make-checkpoint: give --preset, or --layers --hidden --heads "
-                   "--vocab (and --intermediate for llama)\n";
+                   "--vocab (and --intermediate for the Llama family)\n";
       return 2;
     }
   }
@@ -84,10 +91,12 @@ int main(int argc, char** argv) {
   }
   if (spec.kv_heads == 0) spec.kv_heads = spec.heads;
   if (tie) spec.tie_word_embeddings = *tie;
+  spec.attention_bias = attention_bias;
+  spec.mlp_bias = mlp_bias;
   absl::StatusOr<placer::loader::DType> dtype = placer::loader::ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
   spec.dtype = *dtype;
-  absl::StatusOr<std::uint64_t> shard_bytes = placer::loader::ParseByteSize(max_shard_size);
+  absl::StatusOr<std::uint64_t> shard_bytes = placer::placement::ParseByteSize(max_shard_size);
   if (!shard_bytes.ok()) return Fail(shard_bytes.status());
 
   placer::loader::TokenizerSpec tokenizer_spec;

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "loader/hf_layout.h"
+#include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
 #include "loader/safetensors_header.h"
 #include "loader/shard_index.h"

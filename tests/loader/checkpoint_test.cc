@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "loader/dtype_torch.h"
-#include "loader/hf_layout.h"
+#include "loader/architectures/architecture.h"
 #include "loader/safetensors_file.h"
 #include "loader/safetensors_writer.h"
 #include "tests/loader/test_checkpoint.h"

@@ -30,6 +30,7 @@ Device Gpu(int index) { return Device::Cuda(index); }
 struct Architecture {
   std::string name, writer_args, embed, layer_prefix, final_norm, lm_head;
   std::vector<std::string> extra_embed;  // gpt2's position embedding
+  bool tied_head = false;  // the lm_head reads the embedding: the plan keeps it with it
 };
 
 const Architecture kLlama{"llama",
@@ -38,7 +39,18 @@ const Architecture kLlama{"llama",
                           "model.embed_tokens", "model.layers.", "model.norm", "lm_head", {}};
 const Architecture kGpt2{"gpt2", "--arch gpt2 --layers 4 --hidden 64 --heads 4 --vocab 300 --seed 12",
                          "transformer.wte", "transformer.h.", "transformer.ln_f", "lm_head",
-                         {"transformer.wpe"}};
+                         {"transformer.wpe"}, /*tied_head=*/true};
+// Every optional tensor present: q/k/v/o and MLP biases, an untied GPT-2 head.
+const Architecture kLlamaBiases{"llama_biases",
+                                "--arch llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 "
+                                "--intermediate 96 --vocab 300 --attention-bias --mlp-bias "
+                                "--seed 13",
+                                "model.embed_tokens", "model.layers.", "model.norm", "lm_head", {}};
+const Architecture kGpt2Untied{"gpt2_untied_head",
+                               "--arch gpt2 --layers 4 --hidden 64 --heads 4 --vocab 300 "
+                               "--tie-word-embeddings false --seed 14",
+                               "transformer.wte", "transformer.h.", "transformer.ln_f", "lm_head",
+                               {"transformer.wpe"}};
 
 // Module -> device with layer i on layer_devices[i]; embedding on `first`, the head on `last`.
 DeviceMap MapOf(const Architecture& arch, Device first, std::vector<Device> layer_devices,
@@ -47,8 +59,7 @@ DeviceMap MapOf(const Architecture& arch, Device first, std::vector<Device> laye
   for (const std::string& extra : arch.extra_embed) map.emplace_back(extra, first);
   for (int i = 0; i < kLayers; ++i) map.emplace_back(arch.layer_prefix + std::to_string(i), layer_devices[i]);
   map.emplace_back(arch.final_norm, last);
-  // GPT-2's head is the tied embedding: the plan keeps it with wte.
-  if (arch.name == "llama") map.emplace_back(arch.lm_head, last);
+  if (!arch.tied_head) map.emplace_back(arch.lm_head, last);
   return map;
 }
 
@@ -406,7 +417,8 @@ TEST_P(DeviceMaps, MapsThatCannotRunAreRefusedNamingTheBlock) {
       << missing.status();
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, DeviceMaps, ::testing::Values(kLlama, kGpt2),
+INSTANTIATE_TEST_SUITE_P(Architectures, DeviceMaps,
+                         ::testing::Values(kLlama, kGpt2, kLlamaBiases, kGpt2Untied),
                          [](const auto& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(Llama, LlamaDeviceMaps, ::testing::Values(kLlama),
                          [](const auto& info) { return info.param.name; });

@@ -132,7 +132,16 @@ INSTANTIATE_TEST_SUITE_P(
         ReferenceCase{"mistral_sliding_window", "--arch llama --preset tiny --seed 9",
                       nlohmann::json::parse(R"({"architectures": ["MistralForCausalLM"],
                           "model_type": "mistral", "sliding_window": 4})")},
-        ReferenceCase{"gpt2", "--arch gpt2 --preset tiny --seed 7", nullptr}),
+        ReferenceCase{"gpt2", "--arch gpt2 --preset tiny --seed 7", nullptr},
+        // Every optional tensor of each description, written with random values.
+        ReferenceCase{"llama_attention_and_mlp_biases",
+                      "--arch llama --preset tiny --attention-bias --mlp-bias --seed 10", nullptr},
+        ReferenceCase{"mistral_attention_bias", "--arch mistral --preset tiny --attention-bias --seed 11",
+                      nullptr},
+        ReferenceCase{"qwen2_qkv_and_mlp_biases", "--arch qwen2 --preset tiny --mlp-bias --seed 12",
+                      nullptr},
+        ReferenceCase{"gpt2_untied_head",
+                      "--arch gpt2 --preset tiny --tie-word-embeddings false --seed 13", nullptr}),
     [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
 
 TEST(Forward, RefusesTokensOutsideTheVocabularyNamingTheIndex) {

@@ -114,17 +114,20 @@ def llama_forward(config, w, tokens):
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
 
+    def linear(x, module):
+        # nn.Linear; config.json's attention_bias / mlp_bias (Qwen2: q/k/v always) decide
+        # whether the checkpoint has the bias, and the loader checks it against them.
+        y = x @ w[module + ".weight"].T
+        bias = w.get(module + ".bias")
+        return y if bias is None else y + bias
+
     h = w["model.embed_tokens.weight"][torch.tensor(tokens)]
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         x = rms_norm(h, w[p + "input_layernorm.weight"])
 
         def proj(name, n):
-            y = x @ w[p + f"self_attn.{name}.weight"].T
-            bias = w.get(p + f"self_attn.{name}.bias")
-            if bias is not None:
-                y = y + bias
-            return y.view(length, n, head_dim).transpose(0, 1)
+            return linear(x, p + f"self_attn.{name}").view(length, n, head_dim).transpose(0, 1)
 
         q, k, v = proj("q_proj", heads), proj("k_proj", kv_heads), proj("v_proj", kv_heads)
         q = q * cos + rotate_half(q) * sin
@@ -134,11 +137,11 @@ def llama_forward(config, w, tokens):
         v = v[:, None].expand(kv_heads, repeat, length, head_dim).reshape(heads, length, head_dim)
         attended = causal_softmax_attention(q, k, v, attention_window(config, i))
         attended = attended.transpose(0, 1).reshape(length, heads * head_dim)
-        h = h + attended @ w[p + "self_attn.o_proj.weight"].T
+        h = h + linear(attended, p + "self_attn.o_proj")
         y = rms_norm(h, w[p + "post_attention_layernorm.weight"])
-        gate = y @ w[p + "mlp.gate_proj.weight"].T
-        up = y @ w[p + "mlp.up_proj.weight"].T
-        h = h + (gate * torch.sigmoid(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+        gate = linear(y, p + "mlp.gate_proj")
+        up = linear(y, p + "mlp.up_proj")
+        h = h + linear(gate * torch.sigmoid(gate) * up, p + "mlp.down_proj")
     h = rms_norm(h, w["model.norm.weight"])
     head = w["model.embed_tokens.weight"] if config.get("tie_word_embeddings") else w["lm_head.weight"]
     return h @ head.T
@@ -171,7 +174,8 @@ def gpt2_forward(config, w, tokens):
         m = gelu_new(y @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
         h = h + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     h = layer_norm(h, "transformer.ln_f")
-    return h @ w["transformer.wte.weight"].T
+    tied = config.get("tie_word_embeddings", True)
+    return h @ (w["transformer.wte.weight"] if tied else w["lm_head.weight"]).T
 
 
 def main():

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "loader/hf_layout.h"
+#include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
 #include "placement/model_module_tree.h"
 #include "placement/module_tree_json.h"
