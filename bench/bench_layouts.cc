@@ -5,7 +5,7 @@
 namespace placer::bench {
 
 using placement::Device;
-using placement::RuntimePlan;
+using runtime::RuntimePlan;
 
 absl::StatusOr<RuntimePlan> LayoutPlan(const std::string& layout,
                                        const loader::ModelConfig& config, bool prefetch,

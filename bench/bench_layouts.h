@@ -14,11 +14,11 @@
 
 #include "absl/status/statusor.h"
 #include "loader/model_config.h"
-#include "placement/runtime_plan.h"
+#include "runtime/runtime_plan.h"
 
 namespace placer::bench {
 
-absl::StatusOr<placement::RuntimePlan> LayoutPlan(const std::string& layout,
+absl::StatusOr<runtime::RuntimePlan> LayoutPlan(const std::string& layout,
                                                   const loader::ModelConfig& config,
                                                   bool prefetch, const std::string& offload_dir);
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "placement/host_copy.h"
+#include "runtime/host_copy.h"
 
 namespace placer::bench {
 namespace {
@@ -39,7 +39,7 @@ nlohmann::json MeasureMemoryBandwidth(int64_t bytes, int runs) {
   result["copy"] = Time(bytes, runs, [&] { destination.copy_(source); });
   // What staging onto a virtual GPU uses (one thread, streaming stores).
   result["staging_copy"] = Time(bytes, runs, [&] {
-    placement::CopyHostBytes(destination.data_ptr(), source.data_ptr(),
+    runtime::CopyHostBytes(destination.data_ptr(), source.data_ptr(),
                              static_cast<size_t>(source.nbytes()));
   });
   result["clone"] = Time(bytes, runs, [&] { sink += source.clone().data_ptr<float>()[0]; });

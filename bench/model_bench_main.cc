@@ -35,7 +35,7 @@ struct ModelArgs {
 
 struct LoadedModel {
   std::unique_ptr<model::CausalLm> model;
-  std::shared_ptr<placement::RuntimeAccounting> accounting;
+  std::shared_ptr<runtime::RuntimeAccounting> accounting;
   double load_seconds = 0;
   int64_t weight_bytes = 0;             // every tensor of the checkpoint
   int64_t decode_read_bytes = 0;        // weights one decode step reads (one embedding row)
@@ -50,7 +50,7 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   auto plan = LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir);
   if (!plan.ok()) return plan.status();
   LoadedModel loaded;
-  loaded.accounting = std::make_shared<placement::RuntimeAccounting>(
+  loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
       std::vector<std::string>{"cuda:0", "cpu", "disk"});
   auto model = model::LoadCausalLm(*checkpoint, {*plan, loaded.accounting});
   if (!model.ok()) return model.status();
@@ -70,9 +70,9 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
 
 // Bytes copied from cpu or disk onto the GPU: the staged weights, plus the 8-byte token id of
 // each step that enters the first block on the execution device.
-uint64_t StagedBytes(const placement::RuntimeAccounting& accounting) {
+uint64_t StagedBytes(const runtime::RuntimeAccounting& accounting) {
   uint64_t total = 0;
-  for (const placement::TransferTotal& t : accounting.Figures().transfers) {
+  for (const runtime::TransferTotal& t : accounting.Figures().transfers) {
     if ((t.from == "cpu" || t.from == "disk") && t.to.rfind("cuda:", 0) == 0) total += t.bytes;
   }
   return total;

@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
   if (runtime.accounting == nullptr) {
     std::vector<std::string> devices;
     for (const auto& [module, device] : runtime.plan.device_map) devices.push_back(device.Name());
-    runtime.accounting = std::make_shared<placement::RuntimeAccounting>(std::move(devices));
+    runtime.accounting = std::make_shared<runtime::RuntimeAccounting>(std::move(devices));
   }
   if (runtime.compute_dtype != loader::DType::kF32 && runtime.compute_dtype != loader::DType::kBF16 &&
       runtime.compute_dtype != loader::DType::kF16) {

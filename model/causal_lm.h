@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "loader/dtype.h"
-#include "placement/runtime_accounting.h"
-#include "placement/runtime_plan.h"
+#include "runtime/runtime_accounting.h"
+#include "runtime/runtime_plan.h"
 
 namespace placer::loader {
 class Checkpoint;
@@ -65,9 +65,9 @@ class CausalLm {
 
 // Where the model runs and where its memory is counted.
 struct ModelRuntime {
-  placement::RuntimePlan plan = placement::RuntimePlan::AllOnCpu();
+  runtime::RuntimePlan plan = runtime::RuntimePlan::AllOnCpu();
   // Created from the plan's devices when not given.
-  std::shared_ptr<placement::RuntimeAccounting> accounting;
+  std::shared_ptr<runtime::RuntimeAccounting> accounting;
   // The longest sequence (prompt and generated tokens) served; 0: the model's context.
   int64_t max_sequence_length = 0;
   // Blocks of placement::kKvBlockPositions positions in the paged KV cache, shared by all

@@ -155,7 +155,7 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
 }
 
 at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
-  placement::BlockDispatcher::Pass pass(*dispatcher_);
+  runtime::BlockDispatcher::Pass pass(*dispatcher_);
   placement::Device current = placement::Device::Cpu();  // requests arrive in host memory
   const size_t head = dispatcher_->block_count() - 1;
   for (size_t block = 0; block < dispatcher_->block_count(); ++block) {
@@ -169,7 +169,7 @@ at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
           0, at::tensor(last_rows, at::kLong).to(state.hidden.device()));
     }
     at::Tensor* input = block == 0 ? &state.tokens : &state.hidden;
-    const placement::BlockWeights& weights = pass.Enter(block, {input}, &current);
+    const runtime::BlockWeights& weights = pass.Enter(block, {input}, &current);
     const auto started = std::chrono::steady_clock::now();
     RunBlock(block, weights, state);
     dispatcher_->accounting().AddBlockCompute(

@@ -11,7 +11,7 @@
 #include "loader/model_config.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
-#include "placement/block_dispatcher.h"
+#include "runtime/block_dispatcher.h"
 
 namespace placer::model {
 
@@ -51,7 +51,7 @@ struct BlockState {
 class DecoderOnlyModel : public CausalLm {
  public:
   DecoderOnlyModel(const loader::ModelConfig& config,
-                   std::unique_ptr<placement::BlockDispatcher> dispatcher, int64_t first_layer_block)
+                   std::unique_ptr<runtime::BlockDispatcher> dispatcher, int64_t first_layer_block)
       : config_(config), dispatcher_(std::move(dispatcher)), first_layer_block_(first_layer_block) {}
 
   // The paged KV cache for runtime.kv_cache_sequences sequences of the longest length served,
@@ -71,7 +71,7 @@ class DecoderOnlyModel : public CausalLm {
   // Block `block`'s arithmetic, with its weights (in BlockSpec order) and `state` on its
   // execution device. Decoder layer l is block first_layer_block + l and appends each
   // sequence's keys and values to its cache.
-  virtual void RunBlock(size_t block, const placement::BlockWeights& weights,
+  virtual void RunBlock(size_t block, const runtime::BlockWeights& weights,
                         BlockState& state) const = 0;
   const loader::ModelConfig& config() const { return config_; }
   int64_t layer_of(size_t block) const { return static_cast<int64_t>(block) - first_layer_block_; }
@@ -84,7 +84,7 @@ class DecoderOnlyModel : public CausalLm {
   at::Tensor Run(BlockState state, bool all_positions) const;
 
   loader::ModelConfig config_;
-  std::unique_ptr<placement::BlockDispatcher> dispatcher_;
+  std::unique_ptr<runtime::BlockDispatcher> dispatcher_;
   int64_t first_layer_block_;
   int64_t max_positions_ = 0;
   // The window of every layer when all have one (a sequence then needs only that many

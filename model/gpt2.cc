@@ -26,11 +26,11 @@ at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 
 class Gpt2 final : public DecoderOnlyModel {
  public:
-  Gpt2(const loader::ModelConfig& config, std::unique_ptr<placement::BlockDispatcher> dispatcher)
+  Gpt2(const loader::ModelConfig& config, std::unique_ptr<runtime::BlockDispatcher> dispatcher)
       : DecoderOnlyModel(config, std::move(dispatcher), DescribeGpt2(config).first_layer_block()) {}
 
  protected:
-  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state) const override {
+  void RunBlock(size_t block, const runtime::BlockWeights& w, BlockState& state) const override {
     const int64_t layers = config().num_hidden_layers;
     const int64_t hidden_size = config().hidden_size;
     if (block == 0) {
@@ -52,7 +52,7 @@ class Gpt2 final : public DecoderOnlyModel {
   }
 
  private:
-  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state) const {
+  void RunLayer(int64_t index, const runtime::BlockWeights& w, BlockState& state) const {
     const int64_t rows = state.hidden.size(0);
     const int64_t hidden_size = config().hidden_size;
     const int64_t heads = config().num_attention_heads;
@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   const ArchitectureDescription architecture = DescribeGpt2(config);
-  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, placement::BlockSpecsFor(architecture),
+  auto dispatcher = runtime::BlockDispatcher::Create(checkpoint, runtime::BlockSpecsFor(architecture),
                                                        runtime.plan, ComputeScalarType(runtime), runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
   auto model = std::make_unique<Gpt2>(config, *std::move(dispatcher));

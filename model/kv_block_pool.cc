@@ -10,7 +10,7 @@
 namespace placer::model {
 
 KvBlockPool::KvBlockPool(std::vector<LayerPlacement> layers, int64_t blocks,
-                         std::shared_ptr<placement::RuntimeAccounting> accounting)
+                         std::shared_ptr<runtime::RuntimeAccounting> accounting)
     : layers_(std::move(layers)), block_count_(blocks), accounting_(std::move(accounting)) {
   for (const LayerPlacement& layer : layers_) {
     if (std::find(devices_.begin(), devices_.end(), layer.device_name) == devices_.end()) {
@@ -22,7 +22,7 @@ KvBlockPool::KvBlockPool(std::vector<LayerPlacement> layers, int64_t blocks,
 
 absl::StatusOr<std::shared_ptr<KvBlockPool>> KvBlockPool::Create(
     std::vector<LayerPlacement> layers, int64_t kv_heads, int64_t head_dim, int64_t blocks,
-    at::ScalarType dtype, std::shared_ptr<placement::RuntimeAccounting> accounting) {
+    at::ScalarType dtype, std::shared_ptr<runtime::RuntimeAccounting> accounting) {
   if (blocks < 1 || blocks > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a KV cache of ", blocks, " blocks is out of range"));
@@ -43,7 +43,7 @@ absl::StatusOr<std::shared_ptr<KvBlockPool>> KvBlockPool::Create(
         charged->second += bytes;
       }
       if (pool->accounting_ != nullptr) {
-        pool->accounting_->AddMemory(layer.device_name, placement::MemoryKind::kKvCache, bytes);
+        pool->accounting_->AddMemory(layer.device_name, runtime::MemoryKind::kKvCache, bytes);
       }
     }
   } catch (const c10::Error& e) {
@@ -59,7 +59,7 @@ absl::StatusOr<std::shared_ptr<KvBlockPool>> KvBlockPool::Create(
 KvBlockPool::~KvBlockPool() {
   if (accounting_ == nullptr) return;
   for (const auto& [device, bytes] : charged_) {
-    accounting_->AddMemory(device, placement::MemoryKind::kKvCache, -bytes);
+    accounting_->AddMemory(device, runtime::MemoryKind::kKvCache, -bytes);
   }
   for (const std::string& device : devices_) accounting_->SetKvBlocks(device, 0, 0);
 }

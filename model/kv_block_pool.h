@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/reserves.h"
-#include "placement/runtime_accounting.h"
+#include "runtime/runtime_accounting.h"
 
 namespace placer::model {
 
@@ -32,7 +32,7 @@ class KvBlockPool {
   // each device its layers' pools. RESOURCE_EXHAUSTED when a device cannot hold them.
   static absl::StatusOr<std::shared_ptr<KvBlockPool>> Create(
       std::vector<LayerPlacement> layers, int64_t kv_heads, int64_t head_dim, int64_t blocks,
-      at::ScalarType dtype, std::shared_ptr<placement::RuntimeAccounting> accounting);
+      at::ScalarType dtype, std::shared_ptr<runtime::RuntimeAccounting> accounting);
   ~KvBlockPool();
   KvBlockPool(const KvBlockPool&) = delete;
   KvBlockPool& operator=(const KvBlockPool&) = delete;
@@ -53,14 +53,14 @@ class KvBlockPool {
 
  private:
   KvBlockPool(std::vector<LayerPlacement> layers, int64_t blocks,
-              std::shared_ptr<placement::RuntimeAccounting> accounting);
+              std::shared_ptr<runtime::RuntimeAccounting> accounting);
   void PublishCounts() const;  // mutex_ held
 
   std::vector<LayerPlacement> layers_;
   std::vector<std::string> devices_;  // distinct device names, in layer order
   std::vector<at::Tensor> keys_, values_;
   const int64_t block_count_;
-  std::shared_ptr<placement::RuntimeAccounting> accounting_;
+  std::shared_ptr<runtime::RuntimeAccounting> accounting_;
   std::vector<std::pair<std::string, int64_t>> charged_;  // bytes per device
 
   mutable std::mutex mutex_;

@@ -16,13 +16,13 @@ using namespace loader;  // NOLINT: the slot names kLlama*
 
 class Llama final : public DecoderOnlyModel {
  public:
-  Llama(const loader::ModelConfig& config, std::unique_ptr<placement::BlockDispatcher> dispatcher)
+  Llama(const loader::ModelConfig& config, std::unique_ptr<runtime::BlockDispatcher> dispatcher)
       : DecoderOnlyModel(config, std::move(dispatcher),
                          DescribeLlamaFamily(config).first_layer_block()),
         rotary_(config) {}
 
  protected:
-  void RunBlock(size_t block, const placement::BlockWeights& w, BlockState& state) const override {
+  void RunBlock(size_t block, const runtime::BlockWeights& w, BlockState& state) const override {
     const int64_t layers = config().num_hidden_layers;
     if (block == 0) {
       state.hidden = at::embedding(w[0], state.tokens);
@@ -36,7 +36,7 @@ class Llama final : public DecoderOnlyModel {
   }
 
  private:
-  void RunLayer(int64_t index, const placement::BlockWeights& w, BlockState& state) const {
+  void RunLayer(int64_t index, const runtime::BlockWeights& w, BlockState& state) const {
     const int64_t rows = state.hidden.size(0);
     const int64_t heads = config().num_attention_heads;
     const int64_t kv_heads = config().num_key_value_heads;
@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   const ArchitectureDescription architecture = DescribeLlamaFamily(config);
-  auto dispatcher = placement::BlockDispatcher::Create(checkpoint, placement::BlockSpecsFor(architecture),
+  auto dispatcher = runtime::BlockDispatcher::Create(checkpoint, runtime::BlockSpecsFor(architecture),
                                                        runtime.plan, ComputeScalarType(runtime), runtime.accounting);
   if (!dispatcher.ok()) return dispatcher.status();
   auto model = std::make_unique<Llama>(config, *std::move(dispatcher));

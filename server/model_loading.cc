@@ -67,9 +67,9 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   model::ModelRuntime runtime;
   // GPUs in a plan are virtual when --devices made them or when this build cannot reach CUDA.
   const bool virtual_gpus = !placement.devices.empty() || !placement::BuiltWithCuda();
-  runtime.plan = placement::RuntimePlan::FromPlan(*plan, virtual_gpus, prefetch,
+  runtime.plan = runtime::RuntimePlan::FromPlan(*plan, virtual_gpus, prefetch,
                                                   placement.offload_dir);
-  runtime.accounting = std::make_shared<placement::RuntimeAccounting>(device_names);
+  runtime.accounting = std::make_shared<runtime::RuntimeAccounting>(device_names);
   // The paged KV cache is exactly the reserve the plan set aside for it.
   auto limits = placement::ServingLimitsFor(placement, (*checkpoint)->config());
   if (!limits.ok()) return limits.status();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/generation_defaults.h"
-#include "placement/runtime_accounting.h"
+#include "runtime/runtime_accounting.h"
 
 namespace placer::model {
 class CausalLm;
@@ -52,7 +52,7 @@ struct ModelSnapshot {
   // Runs every Generate of this model in shared forward passes (set when state is kReady).
   std::shared_ptr<GenerationScheduler> scheduler;
   // Live per-device memory by kind and offload traffic of the served model (set when ready).
-  std::shared_ptr<const placement::RuntimeAccounting> accounting;
+  std::shared_ptr<const runtime::RuntimeAccounting> accounting;
   double load_seconds = 0;  // from opening the checkpoint to ready
 };
 

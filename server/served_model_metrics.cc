@@ -6,7 +6,7 @@
 
 #include "placement/cuda_probe.h"
 #include "placement/memory_flags.h"
-#include "placement/runtime_accounting.h"
+#include "runtime/runtime_accounting.h"
 
 namespace placer::server {
 namespace {
@@ -41,7 +41,7 @@ struct DeviceMemory {
 // One entry per device of the plan (or, before a plan exists, per probed device), with live
 // figures where the probe has them.
 std::vector<DeviceMemory> DeviceMemoryNow(
-    const ModelSnapshot& model, const placement::RuntimeFigures* runtime,
+    const ModelSnapshot& model, const runtime::RuntimeFigures* runtime,
     const absl::StatusOr<std::vector<placement::DeviceInfo>>& probed) {
   std::map<std::string, const placement::DeviceInfo*> live;
   if (probed.ok()) {
@@ -67,7 +67,7 @@ std::vector<DeviceMemory> DeviceMemoryNow(
       memory.free_bytes = static_cast<double>(device.free_bytes);
       if (device.is_virtual && runtime != nullptr) {
         uint64_t held = 0;
-        for (const placement::DeviceUsage& usage : runtime->devices) {
+        for (const runtime::DeviceUsage& usage : runtime->devices) {
           if (usage.device != planned.name) continue;
           for (uint64_t bytes : usage.used_bytes) held += bytes;
         }
@@ -88,7 +88,7 @@ ServedModelMetrics::ServedModelMetrics(const ModelSlot* model, DeviceProbe probe
 std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
   using prometheus::MetricType;
   const std::shared_ptr<const ModelSnapshot> model = model_->Get();
-  std::optional<placement::RuntimeFigures> runtime;
+  std::optional<runtime::RuntimeFigures> runtime;
   if (model->accounting != nullptr) runtime = model->accounting->Figures();
   const absl::StatusOr<std::vector<placement::DeviceInfo>> probed =
       probe_ ? probe_() : absl::StatusOr<std::vector<placement::DeviceInfo>>(
@@ -123,14 +123,14 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
                                  "norm, lm_head); on GPUs the time to issue its kernels.",
                                  MetricType::Counter);
   if (runtime) {
-    for (const placement::BlockCompute& block : runtime->block_compute) {
+    for (const runtime::BlockCompute& block : runtime->block_compute) {
       AddSample(block_compute, {{"block", block.block}}, block.seconds);
     }
-    for (const placement::DeviceUsage& device : runtime->devices) {
-      for (int kind = 0; kind < placement::kMemoryKinds; ++kind) {
+    for (const runtime::DeviceUsage& device : runtime->devices) {
+      for (int kind = 0; kind < runtime::kMemoryKinds; ++kind) {
         AddSample(used,
                   {{"device", device.device},
-                   {"kind", placement::MemoryKindName(static_cast<placement::MemoryKind>(kind))}},
+                   {"kind", runtime::MemoryKindName(static_cast<runtime::MemoryKind>(kind))}},
                   static_cast<double>(device.used_bytes[kind]));
       }
       AddSample(kv_blocks, {{"device", device.device}, {"state", "used"}},
@@ -138,7 +138,7 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
       AddSample(kv_blocks, {{"device", device.device}, {"state", "free"}},
                 static_cast<double>(device.kv_blocks_free));
     }
-    for (const placement::TransferTotal& transfer : runtime->transfers) {
+    for (const runtime::TransferTotal& transfer : runtime->transfers) {
       AddSample(transferred, {{"from", transfer.from}, {"to", transfer.to}},
                 static_cast<double>(transfer.bytes));
     }

@@ -17,7 +17,7 @@
 #include "loader/checkpoint_writer.h"
 #include "loader/random_fill.h"
 #include "model/causal_lm.h"
-#include "placement/block_spec.h"
+#include "runtime/block_spec.h"
 #include "placement/model_module_tree.h"
 
 namespace placer::model {
@@ -136,7 +136,7 @@ TEST_P(DerivedLists, ExpectedTensorsModuleTreeAndBlockSpecsAgree) {
 
   // The block specs: one per described block, each slot reading a tensor the loader
   // guarantees, or marked absent exactly when config.json leaves it out.
-  const std::vector<placement::BlockSpec> specs = placement::BlockSpecsFor(architecture);
+  const std::vector<runtime::BlockSpec> specs = runtime::BlockSpecsFor(architecture);
   ASSERT_EQ(specs.size(), architecture.blocks.size());
   for (size_t b = 0; b < specs.size(); ++b) {
     const loader::BlockDescription& block = architecture.blocks[b];

@@ -17,8 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 using loader::DType;
 using placement::Device;
-using placement::MemoryKind;
-using placement::RuntimePlan;
+using runtime::MemoryKind;
+using runtime::RuntimePlan;
 
 struct Architecture {
   std::string name, writer_args, layer_prefix;
@@ -42,12 +42,12 @@ class ComputeDtype : public ::testing::TestWithParam<Architecture> {
 
   struct Loaded {
     std::unique_ptr<CausalLm> model;
-    std::shared_ptr<placement::RuntimeAccounting> accounting;
+    std::shared_ptr<runtime::RuntimeAccounting> accounting;
   };
   Loaded Load(DType dtype, RuntimePlan plan = RuntimePlan::AllOnCpu()) {
     plan.virtual_gpus = true;
     plan.offload_dir = (dir_ / "offload").string();
-    ModelRuntime runtime{plan, std::make_shared<placement::RuntimeAccounting>(
+    ModelRuntime runtime{plan, std::make_shared<runtime::RuntimeAccounting>(
                                    std::vector<std::string>{"cuda:0", "cuda:1", "cpu", "disk"})};
     runtime.max_sequence_length = 64;
     runtime.kv_cache_blocks = 8;

@@ -26,7 +26,7 @@ class DecodeAttentionTest : public ::testing::TestWithParam<VectorIsa> {
     }
     auto pool = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, kHeadDim,
                                     /*blocks=*/8, at::kFloat,
-                                    std::make_shared<placement::RuntimeAccounting>(
+                                    std::make_shared<runtime::RuntimeAccounting>(
                                         std::vector<std::string>{"cpu"}));
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *pool;
@@ -121,7 +121,7 @@ TEST_P(DecodeAttentionTest, RowIsTheSameBitsAloneAndInAnyBatch) {
 TEST(DecodeAttention, AppliesToFloatRowsOfHeadsOnTheCpu) {
   auto pool = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, kHeadDim, 2,
                                   at::kFloat,
-                                  std::make_shared<placement::RuntimeAccounting>(
+                                  std::make_shared<runtime::RuntimeAccounting>(
                                       std::vector<std::string>{"cpu"}));
   ASSERT_TRUE(pool.ok());
   const at::Tensor q = at::zeros({3, kHeads, kHeadDim});
@@ -134,7 +134,7 @@ TEST(DecodeAttention, AppliesToFloatRowsOfHeadsOnTheCpu) {
       << "5 query heads do not share 2 kv heads evenly";
   auto bf16 = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, kHeadDim, 2,
                                   at::kBFloat16,
-                                  std::make_shared<placement::RuntimeAccounting>(
+                                  std::make_shared<runtime::RuntimeAccounting>(
                                       std::vector<std::string>{"cpu"}));
   ASSERT_TRUE(bf16.ok());
   EXPECT_FALSE(DecodeAttentionApplies(**bf16, 0, q, kv, kv));

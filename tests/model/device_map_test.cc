@@ -11,15 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
-#include "placement/block_dispatcher.h"
+#include "runtime/block_dispatcher.h"
 
 namespace placer::model {
 namespace {
 
 namespace fs = std::filesystem;
 using placement::Device;
-using placement::MemoryKind;
-using placement::RuntimePlan;
+using runtime::MemoryKind;
+using runtime::RuntimePlan;
 using DeviceMap = std::vector<std::pair<std::string, Device>>;
 
 constexpr int kLayers = 4;
@@ -65,7 +65,7 @@ DeviceMap MapOf(const Architecture& arch, Device first, std::vector<Device> laye
 
 struct Loaded {
   std::unique_ptr<CausalLm> model;
-  std::shared_ptr<placement::RuntimeAccounting> accounting;
+  std::shared_ptr<runtime::RuntimeAccounting> accounting;
 };
 
 class DeviceMaps : public ::testing::TestWithParam<Architecture> {
@@ -92,7 +92,7 @@ class DeviceMaps : public ::testing::TestWithParam<Architecture> {
   Loaded Load(RuntimePlan plan) {
     plan.virtual_gpus = true;
     if (plan.offload_dir.empty()) plan.offload_dir = (dir_ / "offload").string();
-    ModelRuntime runtime{plan, std::make_shared<placement::RuntimeAccounting>(
+    ModelRuntime runtime{plan, std::make_shared<runtime::RuntimeAccounting>(
                                    std::vector<std::string>{"cuda:0", "cuda:1", "cpu", "disk"})};
     auto model = LoadCausalLm(checkpoint_, runtime);
     EXPECT_TRUE(model.ok()) << model.status();
@@ -190,7 +190,7 @@ TEST_P(DeviceMaps, IncrementalDecodingOnASpreadMapEqualsTheFullForward) {
 class LlamaDeviceMaps : public DeviceMaps {
  protected:
   // Waits for the background prefetch to finish (it is charged when its copy completes).
-  static bool StagingSettlesAt(const placement::RuntimeAccounting& figures, uint64_t bytes) {
+  static bool StagingSettlesAt(const runtime::RuntimeAccounting& figures, uint64_t bytes) {
     for (int i = 0; i < 500; ++i) {
       if (figures.Used("cuda:0", MemoryKind::kStaging) == bytes) return true;
       usleep(10000);
@@ -204,7 +204,7 @@ TEST_P(LlamaDeviceMaps, CountersMatchWhatTheMapPredicts) {
       PlanOf(MapOf(arch(), Gpu(0), {Gpu(0), Gpu(0), kCpu, kCpu}, Gpu(1)), Gpu(0), /*prefetch=*/false));
   ASSERT_NE(loaded.model, nullptr);
   const uint64_t layer2 = BytesOf("model.layers.2"), layer3 = BytesOf("model.layers.3");
-  const placement::RuntimeAccounting& figures = *loaded.accounting;
+  const runtime::RuntimeAccounting& figures = *loaded.accounting;
   EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kWeights),
             BytesOf("model.embed_tokens") + BytesOf("model.layers.0") + BytesOf("model.layers.1"));
   EXPECT_EQ(figures.Used("cpu", MemoryKind::kWeights), layer2 + layer3);
@@ -221,9 +221,9 @@ TEST_P(LlamaDeviceMaps, CountersMatchWhatTheMapPredicts) {
   EXPECT_EQ(figures.Transferred("cuda:0", "cpu"), 0u);
   EXPECT_EQ(figures.Used("cuda:0", MemoryKind::kStaging), 0u) << "staging given back";
   // Compute time per block, in execution order, one pass each.
-  const placement::RuntimeFigures after_pass = figures.Figures();
+  const runtime::RuntimeFigures after_pass = figures.Figures();
   std::vector<std::string> blocks;
-  for (const placement::BlockCompute& block : after_pass.block_compute) {
+  for (const runtime::BlockCompute& block : after_pass.block_compute) {
     blocks.push_back(block.block);
     EXPECT_EQ(block.passes, 1u) << block.block;
     EXPECT_GT(block.seconds, 0) << block.block;
@@ -289,9 +289,9 @@ TEST_P(LlamaDeviceMaps, PrefetchStagesTheNextOffloadedBlockAhead) {
 
 TEST_P(LlamaDeviceMaps, StagedBlocksReuseTheTwoStagingSlotsOnEveryPass) {
   // Every layer on cpu, run on one virtual GPU: four staged blocks per pass, two slots.
-  std::vector<placement::BlockSpec> blocks;
+  std::vector<runtime::BlockSpec> blocks;
   for (int i = 0; i < kLayers; ++i) {
-    placement::BlockSpec spec{absl::StrCat(arch().layer_prefix, i), {}};
+    runtime::BlockSpec spec{absl::StrCat(arch().layer_prefix, i), {}};
     for (const auto& [name, info] : checkpoint_->tensors()) {
       if (name.rfind(spec.module + ".", 0) == 0) spec.tensors.push_back({name});
     }
@@ -300,17 +300,17 @@ TEST_P(LlamaDeviceMaps, StagedBlocksReuseTheTwoStagingSlotsOnEveryPass) {
   for (bool prefetch : {false, true}) {
     RuntimePlan plan = PlanOf({{"", kCpu}}, Gpu(0), prefetch);
     plan.virtual_gpus = true;
-    auto accounting = std::make_shared<placement::RuntimeAccounting>(
+    auto accounting = std::make_shared<runtime::RuntimeAccounting>(
         std::vector<std::string>{"cuda:0", "cpu"});
     auto dispatcher =
-        placement::BlockDispatcher::Create(checkpoint_, blocks, plan, at::kFloat, accounting);
+        runtime::BlockDispatcher::Create(checkpoint_, blocks, plan, at::kFloat, accounting);
     ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
     std::set<const void*> storages;
     for (int pass_number = 0; pass_number < 3; ++pass_number) {
-      placement::BlockDispatcher::Pass pass(**dispatcher);
+      runtime::BlockDispatcher::Pass pass(**dispatcher);
       Device current = kCpu;
       for (size_t block = 0; block < blocks.size(); ++block) {
-        const placement::BlockWeights& weights = pass.Enter(block, {}, &current);
+        const runtime::BlockWeights& weights = pass.Enter(block, {}, &current);
         ASSERT_EQ(weights.size(), blocks[block].tensors.size());
         for (size_t t = 0; t < weights.size(); ++t) {
           auto source = checkpoint_->ReadTensor(blocks[block].tensors[t].name, at::kFloat,

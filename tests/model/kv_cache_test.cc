@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 using Blocks = std::vector<int32_t>;
 
 std::shared_ptr<KvBlockPool> CpuPool(int64_t blocks,
-                                     std::shared_ptr<placement::RuntimeAccounting> accounting) {
+                                     std::shared_ptr<runtime::RuntimeAccounting> accounting) {
   auto pool = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}, {at::Device(at::kCPU), "cpu"}},
                                   /*kv_heads=*/2, /*head_dim=*/4, blocks, at::kFloat,
                                   std::move(accounting));
@@ -30,11 +30,11 @@ std::shared_ptr<KvBlockPool> CpuPool(int64_t blocks,
 
 TEST(KvBlockPool, TakesWholeBlocksPrefersARunAndGivesThemBack) {
   auto accounting =
-      std::make_shared<placement::RuntimeAccounting>(std::vector<std::string>{"cpu"});
+      std::make_shared<runtime::RuntimeAccounting>(std::vector<std::string>{"cpu"});
   auto pool = CpuPool(6, accounting);
   ASSERT_NE(pool, nullptr);
   // 2 layers x (keys + values) x 2 heads x 4 dims x 96 positions x 4 bytes.
-  EXPECT_EQ(accounting->Used("cpu", placement::MemoryKind::kKvCache), 2u * 2 * 2 * 4 * 96 * 4);
+  EXPECT_EQ(accounting->Used("cpu", runtime::MemoryKind::kKvCache), 2u * 2 * 2 * 4 * 96 * 4);
   EXPECT_EQ(*pool->Take(16), (Blocks{0}));
   EXPECT_EQ(*pool->Take(17), (Blocks{1, 2})) << "17 positions need a second block";
   EXPECT_EQ(*pool->Take(1), (Blocks{3}));
@@ -53,7 +53,7 @@ TEST(KvBlockPool, TakesWholeBlocksPrefersARunAndGivesThemBack) {
   pool->Give({0, 1, 2, 3, 4});
   EXPECT_EQ(pool->blocks_free(), 6);
   pool.reset();
-  EXPECT_EQ(accounting->Used("cpu", placement::MemoryKind::kKvCache), 0u) << "freed with the pool";
+  EXPECT_EQ(accounting->Used("cpu", runtime::MemoryKind::kKvCache), 0u) << "freed with the pool";
 }
 
 // Keys/values whose every element is its position, for `tokens` positions from `start`:
@@ -134,7 +134,7 @@ class ScatteredKvCache : public ::testing::TestWithParam<Architecture> {
     auto checkpoint = loader::Checkpoint::Open(dir_.string());
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     // Room for two sequences of 48 positions: 6 blocks.
-    auto model = LoadCausalLm(*checkpoint, {placement::RuntimePlan::AllOnCpu(), nullptr,
+    auto model = LoadCausalLm(*checkpoint, {runtime::RuntimePlan::AllOnCpu(), nullptr,
                                             /*max_sequence_length=*/48, /*kv_cache_blocks=*/6});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);

@@ -35,9 +35,9 @@ class Scheduling : public ::testing::Test {
               0);
     auto checkpoint = loader::Checkpoint::Open(dir_->string());
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
-    accounting_ = new std::shared_ptr<placement::RuntimeAccounting>(
-        std::make_shared<placement::RuntimeAccounting>(std::vector<std::string>{"cpu"}));
-    auto model = model::LoadCausalLm(*checkpoint, {placement::RuntimePlan::AllOnCpu(), *accounting_});
+    accounting_ = new std::shared_ptr<runtime::RuntimeAccounting>(
+        std::make_shared<runtime::RuntimeAccounting>(std::vector<std::string>{"cpu"}));
+    auto model = model::LoadCausalLm(*checkpoint, {runtime::RuntimePlan::AllOnCpu(), *accounting_});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = new std::shared_ptr<const model::CausalLm>(*std::move(model));
   }
@@ -70,12 +70,12 @@ class Scheduling : public ::testing::Test {
     return outcome;
   }
 
-  static uint64_t KvBlocksUsed(const placement::RuntimeAccounting& accounting) {
+  static uint64_t KvBlocksUsed(const runtime::RuntimeAccounting& accounting) {
     return accounting.KvBlocks("cpu").first;
   }
   static uint64_t KvBlocksUsed() { return KvBlocksUsed(**accounting_); }
   // Every sequence gave its blocks back to the pool (the engine frees them after its step).
-  static bool KvCacheReturns(const placement::RuntimeAccounting& accounting) {
+  static bool KvCacheReturns(const runtime::RuntimeAccounting& accounting) {
     for (int i = 0; i < 500 && KvBlocksUsed(accounting) != 0; ++i) usleep(10000);
     return KvBlocksUsed(accounting) == 0;
   }
@@ -83,12 +83,12 @@ class Scheduling : public ::testing::Test {
 
   static fs::path* dir_;
   static std::shared_ptr<const model::CausalLm>* model_;
-  static std::shared_ptr<placement::RuntimeAccounting>* accounting_;
+  static std::shared_ptr<runtime::RuntimeAccounting>* accounting_;
 };
 
 fs::path* Scheduling::dir_ = nullptr;
 std::shared_ptr<const model::CausalLm>* Scheduling::model_ = nullptr;
-std::shared_ptr<placement::RuntimeAccounting>* Scheduling::accounting_ = nullptr;
+std::shared_ptr<runtime::RuntimeAccounting>* Scheduling::accounting_ = nullptr;
 
 TEST_F(Scheduling, GreedyOutputAloneEqualsItsOutputInABatchOfEight) {
   std::vector<model::GenerationRequest> requests;
@@ -197,14 +197,14 @@ TEST_F(Scheduling, RequestsWaitForFreeKvBlocksAndStillGiveTheirOutputAlone) {
   auto checkpoint = loader::Checkpoint::Open(dir_->string());
   ASSERT_TRUE(checkpoint.ok());
   auto accounting =
-      std::make_shared<placement::RuntimeAccounting>(std::vector<std::string>{"cpu"});
+      std::make_shared<runtime::RuntimeAccounting>(std::vector<std::string>{"cpu"});
   auto small_pool = model::LoadCausalLm(
-      *checkpoint, {placement::RuntimePlan::AllOnCpu(), accounting, /*max_sequence_length=*/64,
+      *checkpoint, {runtime::RuntimePlan::AllOnCpu(), accounting, /*max_sequence_length=*/64,
                     /*kv_cache_blocks=*/8});
   ASSERT_TRUE(small_pool.ok()) << small_pool.status();
   EXPECT_EQ(accounting->KvBlocks("cpu"), std::make_pair(uint64_t{0}, uint64_t{8}));
   // 2 layers x keys and values x 2 kv heads x 16 dims x 128 positions x 4 bytes, held once.
-  EXPECT_EQ(accounting->Used("cpu", placement::MemoryKind::kKvCache), 2u * 2 * 2 * 16 * 128 * 4);
+  EXPECT_EQ(accounting->Used("cpu", runtime::MemoryKind::kKvCache), 2u * 2 * 2 * 16 * 128 * 4);
 
   std::vector<model::GenerationRequest> requests;
   std::vector<std::vector<int32_t>> alone;

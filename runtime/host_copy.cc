@@ -1,11 +1,11 @@
-#include "placement/host_copy.h"
+#include "runtime/host_copy.h"
 
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
-namespace placer::placement {
+namespace placer::runtime {
 namespace {
 
 // Below this, streaming stores do not pay for the fence and the unaligned ends.
@@ -44,4 +44,4 @@ void CopyHostBytes(void* destination, const void* source, size_t bytes) {
   StreamingCopy(static_cast<char*>(destination), static_cast<const char*>(source), bytes);
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "placement/block_spec.h"
-#include "placement/runtime_accounting.h"
+#include "runtime/block_spec.h"
+#include "runtime/runtime_accounting.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 // Where a staged block's bytes go: a slot buffer, from a byte offset in it.
 struct StagingRegion {
@@ -118,4 +118,4 @@ class WeightStager {
   std::thread worker_;
 };
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

@@ -13,14 +13,14 @@
 
 #include "absl/status/statusor.h"
 #include "loader/checkpoint.h"
-#include "placement/block_spec.h"
-#include "placement/device_transfer.h"
-#include "placement/runtime_accounting.h"
-#include "placement/runtime_plan.h"
-#include "placement/staging_stream.h"
-#include "placement/weight_stager.h"
+#include "runtime/block_spec.h"
+#include "runtime/device_transfer.h"
+#include "runtime/runtime_accounting.h"
+#include "runtime/runtime_plan.h"
+#include "runtime/staging_stream.h"
+#include "runtime/weight_stager.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 class BlockDispatcher {
  public:
@@ -103,4 +103,4 @@ class BlockDispatcher {
   std::mutex pass_mutex_;
 };
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

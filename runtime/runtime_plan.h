@@ -10,7 +10,11 @@
 #include "placement/device.h"
 #include "placement/plan.h"
 
-namespace placer::placement {
+namespace placer::runtime {
+
+// The planner's words, used unqualified by the run time.
+using placement::Device;
+using placement::DeviceKind;
 
 struct RuntimePlan {
   // Module (or tensor) name -> device, as the plan or the user's map writes it. A tensor goes
@@ -25,11 +29,11 @@ struct RuntimePlan {
 
   // Everything on the CPU: what a caller gets with no plan at all.
   static RuntimePlan AllOnCpu();
-  static RuntimePlan FromPlan(const Plan& plan, bool virtual_gpus, bool prefetch,
+  static RuntimePlan FromPlan(const placement::Plan& plan, bool virtual_gpus, bool prefetch,
                               std::string offload_dir);
 
   // The device of one tensor; an error naming it when the map does not cover it.
   absl::StatusOr<Device> DeviceOf(const std::string& tensor_name) const;
 };
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

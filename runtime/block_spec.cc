@@ -1,6 +1,6 @@
-#include "placement/block_spec.h"
+#include "runtime/block_spec.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& architecture) {
   std::vector<BlockSpec> blocks;
@@ -14,4 +14,4 @@ std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& arch
   return blocks;
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

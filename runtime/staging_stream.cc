@@ -1,4 +1,4 @@
-#include "placement/staging_stream.h"
+#include "runtime/staging_stream.h"
 
 #if PLACER_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -8,7 +8,7 @@
 #include <optional>
 #endif
 
-namespace placer::placement {
+namespace placer::runtime {
 
 #if PLACER_WITH_CUDA
 
@@ -69,4 +69,4 @@ void SlotFence::WaitOnCurrentStream(const at::Device&) {}
 
 #endif
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

@@ -6,9 +6,13 @@
 #include <ATen/ATen.h>
 
 #include "placement/device.h"
-#include "placement/runtime_accounting.h"
+#include "runtime/runtime_accounting.h"
 
-namespace placer::placement {
+namespace placer::runtime {
+
+// The planner's words, used unqualified by the run time.
+using placement::Device;
+using placement::DeviceKind;
 
 // The libtorch device that backs a placer device: cpu and disk are host memory, a GPU is
 // cuda:N unless GPUs are virtual.
@@ -38,4 +42,4 @@ class DeviceTransfer {
   RuntimeAccounting* accounting_;
 };
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

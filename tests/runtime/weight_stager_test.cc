@@ -2,7 +2,7 @@
 // compute as far as two slots allow, never two live blocks in the same bytes, a slot reported
 // empty only when nothing lives or is copied in it, failures handed to the block that needed
 // them.
-#include "placement/weight_stager.h"
+#include "runtime/weight_stager.h"
 
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-namespace placer::placement {
+namespace placer::runtime {
 namespace {
 
 BlockWeights Weights(size_t block) { return {at::full({4}, static_cast<float>(block))}; }
@@ -277,4 +277,4 @@ TEST(WeightStager, ABlockLargerThanASlotIsAnErrorNotAHang) {
 }
 
 }  // namespace
-}  // namespace placer::placement
+}  // namespace placer::runtime

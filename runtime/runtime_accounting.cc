@@ -1,6 +1,6 @@
-#include "placement/runtime_accounting.h"
+#include "runtime/runtime_accounting.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 const char* MemoryKindName(MemoryKind kind) {
   switch (kind) {
@@ -100,4 +100,4 @@ uint64_t RuntimeAccounting::Transferred(const std::string& from, const std::stri
   return it == transfers_.end() ? 0 : it->second;
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

@@ -8,9 +8,9 @@
 
 #include <memory>
 
-#include "placement/block_spec.h"
+#include "runtime/block_spec.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 // While alive, copies issued by this thread to `device` go to a side stream (no-op for the CPU).
 class StagingStreamScope {
@@ -49,4 +49,4 @@ class SlotFence {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

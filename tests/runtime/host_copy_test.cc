@@ -1,13 +1,13 @@
 // The staging copy for virtual GPUs: streaming stores for the bulk, plain copies for the
 // unaligned ends and small sizes, so every byte must arrive whatever the alignment.
-#include "placement/host_copy.h"
+#include "runtime/host_copy.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-namespace placer::placement {
+namespace placer::runtime {
 namespace {
 
 TEST(CopyHostBytes, CopiesEveryByteAtAnyAlignmentAndSize) {
@@ -37,4 +37,4 @@ TEST(CopyHostBytes, CopiesEveryByteAtAnyAlignmentAndSize) {
 }
 
 }  // namespace
-}  // namespace placer::placement
+}  // namespace placer::runtime

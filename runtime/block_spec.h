@@ -11,7 +11,7 @@
 
 #include "loader/architectures/architecture.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 struct BlockTensor {
   std::string name;  // checkpoint tensor read, e.g. "model.layers.3.mlp.up_proj.weight"
@@ -36,4 +36,4 @@ std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& arch
 // A block's weights on its execution device, in the order of BlockSpec::tensors.
 using BlockWeights = std::vector<at::Tensor>;
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

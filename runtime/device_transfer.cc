@@ -1,8 +1,8 @@
-#include "placement/device_transfer.h"
+#include "runtime/device_transfer.h"
 
-#include "placement/host_copy.h"
+#include "runtime/host_copy.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 namespace {
 
 uint64_t Bytes(const at::Tensor& tensor) {
@@ -41,4 +41,4 @@ void DeviceTransfer::CopyInto(at::Tensor& destination, const at::Tensor& source,
   if (accounting_ != nullptr) accounting_->AddTransfer(from.Name(), to.Name(), Bytes(source));
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

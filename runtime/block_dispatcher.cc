@@ -1,4 +1,4 @@
-#include "placement/block_dispatcher.h"
+#include "runtime/block_dispatcher.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/strides.h>
@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/offload_store.h"
-#include "placement/staging_stream.h"
+#include "runtime/staging_stream.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 namespace {
 
 uint64_t Bytes(const at::Tensor& tensor) {
@@ -324,4 +324,4 @@ const BlockWeights& BlockDispatcher::Pass::Enter(size_t block,
   return *staged_weights_;
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

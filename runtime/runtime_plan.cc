@@ -1,8 +1,8 @@
-#include "placement/runtime_plan.h"
+#include "runtime/runtime_plan.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace placer::placement {
+namespace placer::runtime {
 
 RuntimePlan RuntimePlan::AllOnCpu() {
   RuntimePlan plan;
@@ -10,7 +10,7 @@ RuntimePlan RuntimePlan::AllOnCpu() {
   return plan;
 }
 
-RuntimePlan RuntimePlan::FromPlan(const Plan& plan, bool virtual_gpus, bool prefetch,
+RuntimePlan RuntimePlan::FromPlan(const placement::Plan& plan, bool virtual_gpus, bool prefetch,
                                   std::string offload_dir) {
   RuntimePlan runtime;
   runtime.device_map = plan.device_map;
@@ -38,4 +38,4 @@ absl::StatusOr<Device> RuntimePlan::DeviceOf(const std::string& tensor_name) con
   return best->second;
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-namespace placer::placement {
+namespace placer::runtime {
 
 // memcpy semantics (no overlap); any alignment and size.
 void CopyHostBytes(void* destination, const void* source, size_t bytes);
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

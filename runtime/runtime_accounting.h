@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace placer::placement {
+namespace placer::runtime {
 
 enum class MemoryKind { kWeights = 0, kKvCache = 1, kStaging = 2, kActivations = 3 };
 inline constexpr int kMemoryKinds = 4;
@@ -77,4 +77,4 @@ class RuntimeAccounting {
   std::map<std::string, size_t> block_index_;
 };
 
-}  // namespace placer::placement
+}  // namespace placer::runtime

@@ -1,11 +1,11 @@
-#include "placement/weight_stager.h"
+#include "runtime/weight_stager.h"
 
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <chrono>
 
-namespace placer::placement {
+namespace placer::runtime {
 namespace {
 
 uint64_t BytesOf(const BlockWeights& weights) {
@@ -235,4 +235,4 @@ size_t WeightStager::staged_blocks() const {
   return staged_.size();
 }
 
-}  // namespace placer::placement
+}  // namespace placer::runtime
