@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "loader/dtype.h"
 #include "runtime/runtime_accounting.h"
+#include "runtime/block_hook.h"
 #include "runtime/runtime_plan.h"
 
 namespace placer::loader {
@@ -77,6 +78,9 @@ struct ModelRuntime {
   // Weights, activations and the KV cache: F32, BF16 (CPU or GPU) or F16 (GPU only: the CPU
   // has no F16 matrix multiply). Norms, softmax and logits are computed in F32 regardless.
   loader::DType compute_dtype = loader::DType::kF32;
+  // Hooks run on every block's call after the default ones (runtime/block_runner.h): one more
+  // concern without touching the model's code.
+  std::vector<std::shared_ptr<runtime::BlockHook>> extra_hooks = {};
 };
 
 // Binds every weight of the checkpoint where the plan puts it (zero-copy views over the

@@ -4,7 +4,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "model/decode_attention.h"
@@ -78,7 +77,7 @@ absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
   std::vector<KvBlockPool::LayerPlacement> layers;
   for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
     const size_t block = static_cast<size_t>(first_layer_block_ + layer);
-    layers.push_back({dispatcher_->torch_device(block), dispatcher_->execution_device(block).Name()});
+    layers.push_back({runner_->torch_device(block), runner_->block(block).execution_device.Name()});
   }
   auto pool = KvBlockPool::Create(
       std::move(layers), config_.num_key_value_heads, config_.head_dim,
@@ -155,10 +154,9 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
 }
 
 at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
-  runtime::BlockDispatcher::Pass pass(*dispatcher_);
-  placement::Device current = placement::Device::Cpu();  // requests arrive in host memory
-  const size_t head = dispatcher_->block_count() - 1;
-  for (size_t block = 0; block < dispatcher_->block_count(); ++block) {
+  runtime::BlockRunner::Pass pass(*runner_);
+  const size_t head = runner_->block_count() - 1;
+  for (size_t block = 0; block < runner_->block_count(); ++block) {
     if (block == head && !all_positions) {
       // Only each sequence's last row is sampled from: the lm_head skips the others.
       std::vector<int64_t> last_rows;
@@ -169,14 +167,10 @@ at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
           0, at::tensor(last_rows, at::kLong).to(state.hidden.device()));
     }
     at::Tensor* input = block == 0 ? &state.tokens : &state.hidden;
-    const runtime::BlockWeights& weights = pass.Enter(block, {input}, &current);
-    const auto started = std::chrono::steady_clock::now();
-    RunBlock(block, weights, state);
-    dispatcher_->accounting().AddBlockCompute(
-        dispatcher_->spec(block).module,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    RunBlock(block, pass.Enter(block, {input}), state);
+    pass.Exit({&state.hidden});
   }
-  return dispatcher_->transfer().Move(state.hidden, current, placement::Device::Cpu());
+  return pass.Finish(std::move(state.hidden));
 }
 
 absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(

@@ -11,7 +11,7 @@
 #include "loader/model_config.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
-#include "runtime/block_dispatcher.h"
+#include "runtime/block_runner.h"
 
 namespace placer::model {
 
@@ -51,8 +51,8 @@ struct BlockState {
 class DecoderOnlyModel : public CausalLm {
  public:
   DecoderOnlyModel(const loader::ModelConfig& config,
-                   std::unique_ptr<runtime::BlockDispatcher> dispatcher, int64_t first_layer_block)
-      : config_(config), dispatcher_(std::move(dispatcher)), first_layer_block_(first_layer_block) {}
+                   std::unique_ptr<runtime::BlockRunner> runner, int64_t first_layer_block)
+      : config_(config), runner_(std::move(runner)), first_layer_block_(first_layer_block) {}
 
   // The paged KV cache for runtime.kv_cache_sequences sequences of the longest length served,
   // on each layer's execution device. Called once, before the model is used.
@@ -84,7 +84,7 @@ class DecoderOnlyModel : public CausalLm {
   at::Tensor Run(BlockState state, bool all_positions) const;
 
   loader::ModelConfig config_;
-  std::unique_ptr<runtime::BlockDispatcher> dispatcher_;
+  std::unique_ptr<runtime::BlockRunner> runner_;
   int64_t first_layer_block_;
   int64_t max_positions_ = 0;
   // The window of every layer when all have one (a sequence then needs only that many

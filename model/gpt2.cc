@@ -26,8 +26,8 @@ at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 
 class Gpt2 final : public DecoderOnlyModel {
  public:
-  Gpt2(const loader::ModelConfig& config, std::unique_ptr<runtime::BlockDispatcher> dispatcher)
-      : DecoderOnlyModel(config, std::move(dispatcher), DescribeGpt2(config).first_layer_block()) {}
+  Gpt2(const loader::ModelConfig& config, std::unique_ptr<runtime::BlockRunner> runner)
+      : DecoderOnlyModel(config, std::move(runner), DescribeGpt2(config).first_layer_block()) {}
 
  protected:
   void RunBlock(size_t block, const runtime::BlockWeights& w, BlockState& state) const override {
@@ -77,10 +77,11 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   const ArchitectureDescription architecture = DescribeGpt2(config);
-  auto dispatcher = runtime::BlockDispatcher::Create(checkpoint, runtime::BlockSpecsFor(architecture),
-                                                       runtime.plan, ComputeScalarType(runtime), runtime.accounting);
-  if (!dispatcher.ok()) return dispatcher.status();
-  auto model = std::make_unique<Gpt2>(config, *std::move(dispatcher));
+  auto runner = runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
+                                            runtime.plan, ComputeScalarType(runtime),
+                                            runtime.accounting, runtime.extra_hooks);
+  if (!runner.ok()) return runner.status();
+  auto model = std::make_unique<Gpt2>(config, *std::move(runner));
   if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;
   return model;
 }

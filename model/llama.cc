@@ -16,8 +16,8 @@ using namespace loader;  // NOLINT: the slot names kLlama*
 
 class Llama final : public DecoderOnlyModel {
  public:
-  Llama(const loader::ModelConfig& config, std::unique_ptr<runtime::BlockDispatcher> dispatcher)
-      : DecoderOnlyModel(config, std::move(dispatcher),
+  Llama(const loader::ModelConfig& config, std::unique_ptr<runtime::BlockRunner> runner)
+      : DecoderOnlyModel(config, std::move(runner),
                          DescribeLlamaFamily(config).first_layer_block()),
         rotary_(config) {}
 
@@ -98,10 +98,11 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   const ArchitectureDescription architecture = DescribeLlamaFamily(config);
-  auto dispatcher = runtime::BlockDispatcher::Create(checkpoint, runtime::BlockSpecsFor(architecture),
-                                                       runtime.plan, ComputeScalarType(runtime), runtime.accounting);
-  if (!dispatcher.ok()) return dispatcher.status();
-  auto model = std::make_unique<Llama>(config, *std::move(dispatcher));
+  auto runner = runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
+                                            runtime.plan, ComputeScalarType(runtime),
+                                            runtime.accounting, runtime.extra_hooks);
+  if (!runner.ok()) return runner.status();
+  auto model = std::make_unique<Llama>(config, *std::move(runner));
   if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;
   return model;
 }

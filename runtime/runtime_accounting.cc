@@ -10,8 +10,6 @@ const char* MemoryKindName(MemoryKind kind) {
       return "kv_cache";
     case MemoryKind::kStaging:
       return "staging";
-    case MemoryKind::kActivations:
-      return "activations";
   }
   return "";
 }

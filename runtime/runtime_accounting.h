@@ -13,10 +13,12 @@
 
 namespace placer::runtime {
 
-enum class MemoryKind { kWeights = 0, kKvCache = 1, kStaging = 2, kActivations = 3 };
-inline constexpr int kMemoryKinds = 4;
+// No "activations" kind: the forward pass's intermediates are libtorch allocations that come
+// and go inside a block, which placer does not see; the plan's activation reserve covers them.
+enum class MemoryKind { kWeights = 0, kKvCache = 1, kStaging = 2 };
+inline constexpr int kMemoryKinds = 3;
 
-// "weights", "kv_cache", "staging", "activations": the `kind` label of
+// "weights", "kv_cache", "staging": the `kind` label of
 // placer_device_memory_used_bytes.
 const char* MemoryKindName(MemoryKind kind);
 

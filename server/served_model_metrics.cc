@@ -106,7 +106,7 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
   }
 
   auto used = NewFamily("placer_device_memory_used_bytes",
-                        "Bytes placer holds on each device, by kind (weights, kv_cache, staging, activations).",
+                        "Bytes placer holds on each device, by kind (weights, kv_cache, staging).",
                         MetricType::Gauge);
   auto kv_blocks = NewFamily("placer_device_kv_cache_blocks",
                              "KV-cache blocks on each device, by state (used, free).",

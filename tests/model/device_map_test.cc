@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
-#include "runtime/block_dispatcher.h"
+#include "runtime/block_runner.h"
 
 namespace placer::model {
 namespace {
@@ -302,15 +302,13 @@ TEST_P(LlamaDeviceMaps, StagedBlocksReuseTheTwoStagingSlotsOnEveryPass) {
     plan.virtual_gpus = true;
     auto accounting = std::make_shared<runtime::RuntimeAccounting>(
         std::vector<std::string>{"cuda:0", "cpu"});
-    auto dispatcher =
-        runtime::BlockDispatcher::Create(checkpoint_, blocks, plan, at::kFloat, accounting);
-    ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+    auto runner = runtime::BlockRunner::Create(checkpoint_, blocks, plan, at::kFloat, accounting);
+    ASSERT_TRUE(runner.ok()) << runner.status();
     std::set<const void*> storages;
     for (int pass_number = 0; pass_number < 3; ++pass_number) {
-      runtime::BlockDispatcher::Pass pass(**dispatcher);
-      Device current = kCpu;
+      runtime::BlockRunner::Pass pass(**runner);
       for (size_t block = 0; block < blocks.size(); ++block) {
-        const runtime::BlockWeights& weights = pass.Enter(block, {}, &current);
+        const runtime::BlockWeights& weights = pass.Enter(block, {});
         ASSERT_EQ(weights.size(), blocks[block].tensors.size());
         for (size_t t = 0; t < weights.size(); ++t) {
           auto source = checkpoint_->ReadTensor(blocks[block].tensors[t].name, at::kFloat,
@@ -320,6 +318,7 @@ TEST_P(LlamaDeviceMaps, StagedBlocksReuseTheTwoStagingSlotsOnEveryPass) {
           EXPECT_TRUE(weights[t].is_alias_of(weights[0])) << "a staged block lives in one slot";
           storages.insert(weights[t].storage().data());
         }
+        pass.Exit({});
       }
     }
     // Without prefetch a block is released before the next is staged, so one slot serves all.
