@@ -106,6 +106,18 @@ absl::Status DecoderOnlyModel::CheckTokens(const std::vector<int32_t>& token_ids
   return absl::OkStatus();
 }
 
+namespace {
+
+// A failed pass leaves each sequence as it was before it: nothing committed, and nothing it
+// still reads overwritten, so the engine can retry the sequences one by one.
+void UndoStep(const BlockState& state) {
+  for (const SequenceRows& rows : state.sequences) {
+    if (rows.cache != nullptr) rows.cache->Rollback();
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceStep>& batch,
                                                     bool all_positions) const {
   if (batch.empty()) return absl::InvalidArgumentError("batch: empty");
@@ -141,6 +153,7 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
     out.values.assign(data, data + logits.numel());
     return out;
   } catch (const c10::Error& e) {
+    UndoStep(state);
     const std::string what = e.what_without_backtrace();
     // A device out of memory (an unusually long prompt) fails this request, not the daemon.
     if (what.find("out of memory") != std::string::npos ||
@@ -149,6 +162,7 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
     }
     return absl::InternalError(absl::StrCat("forward pass failed: ", what));
   } catch (const std::exception& e) {
+    UndoStep(state);
     return absl::InternalError(absl::StrCat("forward pass failed: ", e.what()));
   }
 }

@@ -1,6 +1,5 @@
 #include "model/generation.h"
 
-#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,41 +17,36 @@ const char* FinishReasonName(FinishReason reason) {
   return "";
 }
 
-absl::StatusOr<FinishReason> GenerateTokens(
-    const CausalLm& model, const GenerationRequest& request,
-    const std::function<bool(const SampledToken&)>& on_token) {
+absl::Status ValidateGenerationRequest(const GenerationRequest& request, const CausalLm& model) {
   if (absl::Status status = ValidateSamplingParams(request.sampling, model.vocab_size());
       !status.ok()) {
     return status;
+  }
+  if (request.prompt.empty()) {
+    return absl::InvalidArgumentError(
+        request.prompt_from_text ? "prompt: the text encodes to no tokens"
+                                 : "prompt_token_ids: empty (give a prompt or token ids)");
+  }
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    const int32_t id = request.prompt[i];
+    if (id < 0 || id >= model.vocab_size()) {
+      // Text can only get here with a tokenizer whose vocabulary outgrows the model's.
+      const std::string field =
+          request.prompt_from_text ? "prompt" : absl::StrCat("prompt_token_ids[", i, "]");
+      return absl::InvalidArgumentError(absl::StrCat(field, ": token ", id,
+                                                     " is outside the model's vocabulary [0, ",
+                                                     model.vocab_size(), ")"));
+    }
   }
   const int64_t needed =
       static_cast<int64_t>(request.prompt.size()) + static_cast<int64_t>(request.max_new_tokens);
   if (needed > model.max_positions()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "params.max_new_tokens: the prompt (", request.prompt.size(), " tokens) plus ",
-        request.max_new_tokens, " new tokens exceed the model's context of ",
-        model.max_positions()));
+        request.max_new_tokens, " new tokens exceed the ", model.max_positions(),
+        " positions a sequence may have (the model's context, or --max-seq-len)"));
   }
-  if (request.max_new_tokens == 0) return FinishReason::kLength;
-  auto sequence = model.NewSequence(needed);
-  if (!sequence.ok()) return sequence.status();
-
-  Sampler sampler(request.sampling);
-  std::vector<int32_t> history = request.prompt;
-  std::vector<int32_t> step = request.prompt;
-  for (uint32_t generated = 0; generated < request.max_new_tokens; ++generated) {
-    auto logits = model.Extend(**sequence, step);
-    if (!logits.ok()) return logits.status();
-    const SampledToken token = sampler.Next(logits->values, history);
-    if (std::find(request.stop_token_ids.begin(), request.stop_token_ids.end(), token.id) !=
-        request.stop_token_ids.end()) {
-      return FinishReason::kStop;
-    }
-    if (!on_token(token)) return FinishReason::kCancelled;
-    history.push_back(token.id);
-    step = {token.id};
-  }
-  return FinishReason::kLength;
+  return absl::OkStatus();
 }
 
 }  // namespace placer::model

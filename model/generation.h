@@ -1,8 +1,6 @@
-// The decode loop of one sequence: prefill the prompt into a KV cache, then sample one token
-// a step until a stop token, max_new_tokens, or the caller loses interest.
+// A generation request and how it ends; GenerationEngine (generation_engine.h) runs it.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,15 +14,18 @@ struct GenerationRequest {
   uint32_t max_new_tokens = 16;
   SamplingParams sampling;
   std::vector<int32_t> stop_token_ids;  // eos ids included by the caller unless ignored
+  bool prompt_from_text = false;  // the ids came from the tokenizer: errors name "prompt"
 };
 
 enum class FinishReason { kLength, kStop, kCancelled };
 const char* FinishReasonName(FinishReason reason);
 
-// Calls `on_token` for every generated token (a stop token ends generation and is not
-// passed on); `on_token` returns false to cancel. Errors name the field at fault.
-absl::StatusOr<FinishReason> GenerateTokens(
-    const CausalLm& model, const GenerationRequest& request,
-    const std::function<bool(const SampledToken&)>& on_token);
+// What a caller answers for each generated token: go on, end here as a stop (a stop string
+// matched in the text), or cancel (the client left).
+enum class TokenVerdict { kContinue, kStop, kCancel };
+
+// The one check of a request, at the engine's entry: sampling parameters, and the prompt plus
+// max_new_tokens within the positions a sequence may have. Errors name the field.
+absl::Status ValidateGenerationRequest(const GenerationRequest& request, const CausalLm& model);
 
 }  // namespace placer::model

@@ -28,6 +28,7 @@ int64_t KvCache::SlotOf(int64_t position) const {
 
 void KvCache::BeginStep(int64_t tokens) {
   step_tokens_ = tokens;
+  undo_.clear();
   write_slots_ = at::Tensor();
   read_slots_ = at::Tensor();
 }
@@ -74,6 +75,9 @@ std::pair<at::Tensor, at::Tensor> KvCache::Append(int64_t layer, const at::Tenso
     // Read before writing: the step's stores may land on the slots of positions it reads.
     at::Tensor seen_keys = at::cat({keys.index_select(1, read), k}, 1);
     at::Tensor seen_values = at::cat({values.index_select(1, read), v}, 1);
+    if (tokens > 1) {
+      undo_.push_back({layer, write, keys.index_select(1, write), values.index_select(1, write)});
+    }
     keys.index_copy_(1, write, k.narrow(1, tokens - written_, written_));
     values.index_copy_(1, write, v.narrow(1, tokens - written_, written_));
     return {seen_keys, seen_values};
@@ -81,6 +85,14 @@ std::pair<at::Tensor, at::Tensor> KvCache::Append(int64_t layer, const at::Tenso
   keys.index_copy_(1, write, k);
   values.index_copy_(1, write, v);
   return {keys.index_select(1, read), values.index_select(1, read)};
+}
+
+void KvCache::Rollback() {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+    pool_->keys(it->layer).index_copy_(1, it->slots, it->keys);
+    pool_->values(it->layer).index_copy_(1, it->slots, it->values);
+  }
+  undo_.clear();
 }
 
 }  // namespace placer::model

@@ -40,7 +40,15 @@ class KvCache final : public SequenceCache {
   // ([kv_heads, kept + T, head_dim], oldest first). Commit() advances length() once every
   // layer has appended.
   std::pair<at::Tensor, at::Tensor> Append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
-  void Commit(int64_t tokens) { length_ += tokens; }
+  void Commit(int64_t tokens) {
+    length_ += tokens;
+    undo_.clear();
+  }
+  // After a step that failed between BeginStep and Commit: puts back what its appends wrote
+  // over positions the sequence still reads, so that a retry of the step sees the keys and
+  // values it would have. Only a ring overwrites such positions, and only with a step of more
+  // than one token (a single decode row lands on a position outside every later window).
+  void Rollback();
 
   const std::vector<int32_t>& blocks() const { return blocks_; }
   KvBlockPool& pool() const { return *pool_; }
@@ -69,6 +77,12 @@ class KvCache final : public SequenceCache {
   // from the pool (every one so far; in a ring only those before this step).
   at::Tensor write_slots_, read_slots_;
   int64_t written_ = 0;  // this step's last `written_` tokens are stored (all unless a ring)
+  // What this step's appends overwrote in a ring, per layer, for Rollback.
+  struct Overwritten {
+    int64_t layer;
+    at::Tensor slots, keys, values;
+  };
+  std::vector<Overwritten> undo_;
 };
 
 }  // namespace placer::model

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/auth_credentials.h"
 #include "server/build_info.h"
-#include "server/generation_scheduler.h"
+#include "model/generation_engine.h"
 #include "server/model_loading.h"
 #include "server/nv_gpu_metrics.h"
 #include "server/served_model_metrics.h"
@@ -123,11 +123,11 @@ absl::Status Daemon::LoadModel() {
                loaded->architecture, loaded->parameter_count, loaded->dtype,
                loaded->has_tokenizer ? "" : ", no tokenizer (text requests are refused)");
   loaded->load_seconds = seconds;
-  loaded->scheduler = std::make_shared<GenerationScheduler>(
+  loaded->engine = std::make_shared<model::GenerationEngine>(
       loaded->model,
-      SchedulerLimits{static_cast<int>(options_.placement.max_batch_size),
+      model::EngineLimits{static_cast<int>(options_.placement.max_batch_size),
                       options_.max_batch_tokens, options_.max_queue},
-      [metrics = &metrics_](int step_sequences, const SchedulerFigures& after) {
+      [metrics = &metrics_](int step_sequences, const model::EngineFigures& after) {
         metrics->ObserveSchedulerStep(step_sequences, after.running, after.queued);
       });
   model_.Set(*std::move(loaded));

@@ -1,6 +1,5 @@
 #include "server/generate_request.h"
 
-#include "absl/strings/str_cat.h"
 #include "model/causal_lm.h"
 
 namespace placer::server {
@@ -22,16 +21,7 @@ absl::StatusOr<model::GenerationRequest> BuildGenerationRequest(const v1::Genera
   const v1::SamplingParams& params = request.params();
   model::GenerationRequest out;
   out.prompt = *std::move(prompt);
-  const int64_t vocab = model.model->vocab_size();
-  for (size_t i = 0; i < out.prompt.size(); ++i) {
-    const int32_t id = out.prompt[i];
-    if (id < 0 || id >= vocab) {
-      // Text can only get here with a tokenizer whose vocabulary outgrows the model's.
-      const std::string field = has_text ? "prompt" : absl::StrCat("prompt_token_ids[", i, "]");
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": token ", id, " is outside the model's vocabulary [0, ", vocab, ")"));
-    }
-  }
+  out.prompt_from_text = has_text;
   out.max_new_tokens =
       params.has_max_new_tokens() ? params.max_new_tokens() : model.generation.max_new_tokens;
   out.sampling = model.generation.sampling;
@@ -43,9 +33,6 @@ absl::StatusOr<model::GenerationRequest> BuildGenerationRequest(const v1::Genera
   }
   out.sampling.seed = params.seed();
   out.sampling.logprobs = request.return_logprobs();
-  if (absl::Status status = model::ValidateSamplingParams(out.sampling, vocab); !status.ok()) {
-    return status;
-  }
   out.stop_token_ids.assign(params.stop_token_ids().begin(), params.stop_token_ids().end());
   if (!params.ignore_eos()) {
     out.stop_token_ids.insert(out.stop_token_ids.end(), model.generation.eos_token_ids.begin(),

@@ -1,6 +1,6 @@
 // Turns a GenerateRequest into the model's GenerationRequest: what the client left unset comes
-// from the model's generation defaults; anything out of range is INVALID_ARGUMENT naming the
-// field; text goes through the model's tokenizer (text_generation.h).
+// from the model's generation defaults; text goes through the model's tokenizer
+// (text_generation.h). The ranges are checked once, by the engine (ValidateGenerationRequest).
 #pragma once
 
 #include "absl/status/statusor.h"

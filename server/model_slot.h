@@ -14,14 +14,13 @@
 
 namespace placer::model {
 class CausalLm;
+class GenerationEngine;
 }
 namespace placer::tokenizer {
 class Tokenizer;
 }
 
 namespace placer::server {
-
-class GenerationScheduler;
 
 enum class ModelState { kNone, kLoading, kReady, kFailed };
 
@@ -50,7 +49,7 @@ struct ModelSnapshot {
   std::vector<DeviceFigures> devices;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady
   // Runs every Generate of this model in shared forward passes (set when state is kReady).
-  std::shared_ptr<GenerationScheduler> scheduler;
+  std::shared_ptr<model::GenerationEngine> engine;
   // Live per-device memory by kind and offload traffic of the served model (set when ready).
   std::shared_ptr<const runtime::RuntimeAccounting> accounting;
   double load_seconds = 0;  // from opening the checkpoint to ready

@@ -8,7 +8,7 @@
 #include "model/causal_lm.h"
 #include "model/generation.h"
 #include "server/generate_request.h"
-#include "server/generation_scheduler.h"
+#include "model/generation_engine.h"
 #include "server/request_timer.h"
 #include "server/build_info.h"
 
@@ -103,34 +103,32 @@ grpc::Status PlacerService::Generate(grpc::ServerContext* context,
 
   TextStream text(model->tokenizer.get(),
                   {request->params().stop().begin(), request->params().stop().end()});
-  bool stopped_on_text = false;
   uint32_t completion_tokens = 0;
   timer.StartSequence(generation->prompt.size());
-  // gRPC gives no deadline as a far-future time point; the scheduler checks it while queued.
+  // gRPC gives no deadline as a far-future time point; the engine checks it while queued.
+  using Clock = model::GenerationEngine::Clock;
   const auto remaining = context->deadline() - std::chrono::system_clock::now();
   const auto deadline =
       remaining > std::chrono::hours(24 * 365)
-          ? GenerationScheduler::Clock::time_point::max()
-          : GenerationScheduler::Clock::now() +
-                std::chrono::duration_cast<GenerationScheduler::Clock::duration>(remaining);
-  auto finish = model->scheduler->Generate(
-      *generation, deadline, [&] { return context->IsCancelled() || gate_->cancelled(); },
+          ? Clock::time_point::max()
+          : Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining);
+  RequestGate* gate = gate_;
+  auto finish = model->engine->Generate(
+      *generation, deadline,
+      [context, gate] { return context->IsCancelled() || gate->cancelled(); },
       [&](const model::SampledToken& token) {
-        if (context->IsCancelled() || gate_->cancelled()) return false;
+        if (context->IsCancelled() || gate_->cancelled()) return model::TokenVerdict::kCancel;
         v1::GenerateResponse chunk;
         chunk.add_token_ids(token.id);
         if (request->return_logprobs()) chunk.add_logprobs(token.logprob);
         TextStream::Delta delta = text.Add(token.id);
         chunk.set_text(std::move(delta.text));
-        stopped_on_text = delta.stopped;
         ++completion_tokens;
         timer.OnToken();
-        return writer->Write(chunk) && !stopped_on_text;
+        if (!writer->Write(chunk)) return model::TokenVerdict::kCancel;
+        return delta.stopped ? model::TokenVerdict::kStop : model::TokenVerdict::kContinue;
       });
   if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
-  if (*finish == model::FinishReason::kCancelled && stopped_on_text) {
-    finish = model::FinishReason::kStop;
-  }
   if (*finish == model::FinishReason::kCancelled && gate_->cancelled()) {
     return Finish("Generate",
                   grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -1,11 +1,14 @@
 // A hook added from outside (ModelRuntime::extra_hooks), with no change to the model's code,
 // sees every block once per pass in execution order, with its inputs already on the block's
 // execution device and its weights there (staged copies for offloaded blocks), and leaves
-// the answer as it was.
+// the answer as it was. A hook that fails a block half way through a step shows that a
+// failed step leaves the KV cache as it was.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
@@ -140,6 +143,83 @@ TEST_P(BlockHooks, AnAddedHookSeesEveryBlockInOrderOnItsExecutionDevice) {
       EXPECT_EQ(seen.input != pass[b - 1].output, moved) << seen.module;
     }
   }
+}
+
+// Fails the block `fail_at` once when armed, after the blocks before it ran (and wrote their
+// keys and values): a device error in the middle of a step.
+class FailingHook final : public runtime::BlockHook {
+ public:
+  explicit FailingHook(size_t fail_at) : fail_at_(fail_at) {}
+  void Enter(runtime::BlockCall& call) override {
+    if (armed && call.block == fail_at_) {
+      armed = false;
+      TORCH_CHECK(false, "injected failure in ", call.bound->spec.module);
+    }
+  }
+  bool armed = false;
+
+ private:
+  size_t fail_at_;
+};
+
+// A sliding-window model keeps a ring of KV blocks; a prompt chunk longer than the ring's
+// spare room (held positions - window) overwrites positions the step reads. When the step fails half way, the ring must
+// be as it was, or the retry (the engine retries each request of a failed batch alone) reads
+// keys the failed attempt wrote.
+TEST(FailedSteps, AFailedStepLeavesTheRingCacheAsItWasForTheRetry) {
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("placer-failed-step-", getpid());
+  fs::remove_all(dir);
+  ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir.string(),
+                                     " --arch mistral --preset tiny --seed 23 > /dev/null")
+                            .c_str()),
+            0);
+  {
+    nlohmann::json config;
+    std::ifstream(dir / "config.json") >> config;
+    config["sliding_window"] = 8;  // every layer: a ring of one 16-position block
+    std::ofstream(dir / "config.json") << config.dump(2);
+  }
+  auto checkpoint = loader::Checkpoint::Open(dir.string());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto failing = std::make_shared<FailingHook>(/*fail_at=*/3);  // layer 2, after layers 0 and 1
+  ModelRuntime runtime{runtime::RuntimePlan::AllOnCpu(), nullptr};
+  runtime.extra_hooks.push_back(failing);
+  auto model = LoadCausalLm(*checkpoint, runtime);
+  auto reference = LoadCausalLm(*checkpoint);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 40; ++i) tokens.push_back((i * 41 + 3) % 2000);
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 20);
+  // Positions 20..31 land on the slots of 4..15: of them 13..15 are in the window of the
+  // chunk's first query (13..20), and with 4 layers of window 8 the last row sees them all.
+  const std::vector<int32_t> chunk(tokens.begin() + 20, tokens.begin() + 32);
+  auto sequence = (*model)->NewSequence(40);
+  auto reference_sequence = (*reference)->NewSequence(40);
+  ASSERT_TRUE(sequence.ok() && reference_sequence.ok());
+  ASSERT_TRUE((*model)->Extend(**sequence, prompt).ok());
+  ASSERT_TRUE((*reference)->Extend(**reference_sequence, prompt).ok());
+
+  failing->armed = true;
+  auto failed = (*model)->Extend(**sequence, chunk);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("injected failure in model.layers.2"),
+            std::string::npos)
+      << failed.status();
+  EXPECT_EQ((*sequence)->length(), 20) << "a failed step commits nothing";
+
+  auto retried = (*model)->Extend(**sequence, chunk);
+  auto want = (*reference)->Extend(**reference_sequence, chunk);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(retried->values, want->values) << "the retry saw keys the failed step overwrote";
+  // And the sequence goes on as if nothing had happened.
+  auto next = (*model)->Extend(**sequence, {tokens[32]});
+  auto next_want = (*reference)->Extend(**reference_sequence, {tokens[32]});
+  ASSERT_TRUE(next.ok() && next_want.ok());
+  EXPECT_EQ(next->values, next_want->values);
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, BlockHooks, ::testing::Values("llama", "gpt2"),

@@ -1,5 +1,6 @@
-// The KV cache and the decode loop: decoding token by token must give the logits of a full
-// forward pass, greedy decoding must follow those logits, and sampling must be reproducible.
+// The KV cache and generation through the engine with a batch of one: decoding token by token
+// must give the logits of a full forward pass, greedy decoding must follow those logits, the
+// caller's verdict ends generation as a stop or a cancel, and sampling must be reproducible.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
 #include "model/generation.h"
+#include "model/generation_engine.h"
 #include "model/sampler.h"
 
 namespace placer::model {
@@ -16,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<CausalLm> MakeModel(const std::string& arch, const fs::path& dir) {
+std::shared_ptr<const CausalLm> MakeModel(const std::string& arch, const fs::path& dir) {
   fs::remove_all(dir);
   const std::string command = std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " +
                               dir.string() + " --arch " + arch + " --preset tiny --seed 11 > /dev/null";
@@ -26,6 +28,17 @@ std::unique_ptr<CausalLm> MakeModel(const std::string& arch, const fs::path& dir
   auto model = LoadCausalLm(*checkpoint);
   EXPECT_TRUE(model.ok()) << model.status();
   return std::move(*model);
+}
+
+// One request alone through the one engine: `on_token` answers continue (true) or cancel.
+absl::StatusOr<FinishReason> GenerateAlone(
+    const std::shared_ptr<const CausalLm>& model, const GenerationRequest& request,
+    const std::function<bool(const SampledToken&)>& on_token) {
+  GenerationEngine engine(model, EngineLimits{1, 256, 4});
+  return engine.Generate(request, GenerationEngine::Clock::time_point::max(), nullptr,
+                         [&](const SampledToken& token) {
+                           return on_token(token) ? TokenVerdict::kContinue : TokenVerdict::kCancel;
+                         });
 }
 
 int32_t ArgMax(const std::vector<float>& row) {
@@ -42,7 +55,7 @@ class Decoding : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
-  std::unique_ptr<CausalLm> model_;
+  std::shared_ptr<const CausalLm> model_;
 };
 
 TEST_P(Decoding, TokenByTokenWithTheCacheMatchesAFullForwardPass) {
@@ -74,7 +87,7 @@ TEST_P(Decoding, GreedyGenerationFollowsTheArgmaxOfFullForwardPasses) {
   request.max_new_tokens = 8;
   request.sampling.logprobs = true;
   std::vector<SampledToken> generated;
-  auto finish = GenerateTokens(*model_, request, [&](const SampledToken& token) {
+  auto finish = GenerateAlone(model_, request, [&](const SampledToken& token) {
     generated.push_back(token);
     return true;
   });
@@ -96,7 +109,7 @@ TEST_P(Decoding, StopTokensEndGenerationAndCancellationStopsIt) {
   request.prompt = {5, 6, 7};
   request.max_new_tokens = 6;
   std::vector<int32_t> greedy;
-  ASSERT_TRUE(GenerateTokens(*model_, request, [&](const SampledToken& t) {
+  ASSERT_TRUE(GenerateAlone(model_, request, [&](const SampledToken& t) {
                 greedy.push_back(t.id);
                 return true;
               }).ok());
@@ -106,7 +119,7 @@ TEST_P(Decoding, StopTokensEndGenerationAndCancellationStopsIt) {
   const size_t first_stop =
       std::find(greedy.begin(), greedy.end(), greedy[2]) - greedy.begin();
   std::vector<int32_t> until_stop;
-  auto stopped = GenerateTokens(*model_, request, [&](const SampledToken& t) {
+  auto stopped = GenerateAlone(model_, request, [&](const SampledToken& t) {
     until_stop.push_back(t.id);
     return true;
   });
@@ -116,10 +129,23 @@ TEST_P(Decoding, StopTokensEndGenerationAndCancellationStopsIt) {
 
   request.stop_token_ids.clear();
   int seen = 0;
-  auto cancelled = GenerateTokens(*model_, request, [&](const SampledToken&) { return ++seen < 2; });
+  auto cancelled = GenerateAlone(model_, request, [&](const SampledToken&) { return ++seen < 2; });
   ASSERT_TRUE(cancelled.ok());
   EXPECT_EQ(*cancelled, FinishReason::kCancelled);
   EXPECT_EQ(seen, 2);
+
+  // A caller that matched a stop string in the text answers kStop: a stop, not a cancel.
+  GenerationEngine engine(model_, EngineLimits{1, 256, 4});
+  std::vector<int32_t> until_verdict;
+  auto verdict = engine.Generate(request, GenerationEngine::Clock::time_point::max(), nullptr,
+                                 [&](const SampledToken& t) {
+                                   until_verdict.push_back(t.id);
+                                   return until_verdict.size() == 3 ? TokenVerdict::kStop
+                                                                    : TokenVerdict::kContinue;
+                                 });
+  ASSERT_TRUE(verdict.ok()) << verdict.status();
+  EXPECT_EQ(*verdict, FinishReason::kStop);
+  EXPECT_EQ(until_verdict, std::vector<int32_t>(greedy.begin(), greedy.begin() + 3));
 }
 
 TEST_P(Decoding, ASeedReproducesSampledTokens) {
@@ -131,7 +157,7 @@ TEST_P(Decoding, ASeedReproducesSampledTokens) {
   request.sampling.seed = 1234;
   auto run = [&] {
     std::vector<int32_t> out;
-    EXPECT_TRUE(GenerateTokens(*model_, request, [&](const SampledToken& t) {
+    EXPECT_TRUE(GenerateAlone(model_, request, [&](const SampledToken& t) {
                   out.push_back(t.id);
                   return true;
                 }).ok());
@@ -147,7 +173,7 @@ TEST_P(Decoding, RequestsBeyondTheContextAreRefusedNamingTheField) {
   GenerationRequest request;
   request.prompt = {1, 2, 3};
   request.max_new_tokens = static_cast<uint32_t>(model_->max_positions());
-  auto refused = GenerateTokens(*model_, request, [](const SampledToken&) { return true; });
+  auto refused = GenerateAlone(model_, request, [](const SampledToken&) { return true; });
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("max_new_tokens"), absl::string_view::npos);
 }

@@ -1,41 +1,46 @@
-#include "server/generation_scheduler.h"
+#include "model/generation_engine.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "model/sampler.h"
 
-namespace placer::server {
+namespace placer::model {
 
-struct GenerationScheduler::Job {
-  explicit Job(const model::GenerationRequest& request)
-      : request(request), sampler(request.sampling), history(request.prompt) {}
+struct GenerationEngine::Job {
+  Job(const GenerationRequest& request, std::function<bool()> should_stop)
+      : request(request),
+        should_stop(std::move(should_stop)),
+        sampler(request.sampling),
+        history(request.prompt) {}
 
-  const model::GenerationRequest request;
+  const GenerationRequest request;
+  const std::function<bool()> should_stop;  // asked on the engine thread, mutex_ held
   // The engine thread's alone.
-  model::Sampler sampler;
+  Sampler sampler;
   std::vector<int32_t> history;  // prompt and generated tokens
-  std::unique_ptr<model::SequenceCache> sequence;
+  std::unique_ptr<SequenceCache> sequence;
   size_t prefilled = 0;  // prompt tokens already in the cache
   uint32_t generated = 0;
   // Shared with the caller, under mutex_.
-  std::deque<model::SampledToken> tokens;
+  std::deque<SampledToken> tokens;
   bool done = false;
-  absl::StatusOr<model::FinishReason> outcome = model::FinishReason::kLength;
+  absl::StatusOr<FinishReason> outcome = FinishReason::kLength;
   bool abandoned = false;  // the caller left: the engine drops it at the next step
   bool admitted = false;   // left the queue for the running batch
+  std::condition_variable progress;  // its caller waits for tokens or the end
 
   bool prefilling() const { return prefilled < request.prompt.size(); }
 };
 
-GenerationScheduler::GenerationScheduler(std::shared_ptr<const model::CausalLm> model,
-                                         SchedulerLimits limits, StepObserver on_step)
+GenerationEngine::GenerationEngine(std::shared_ptr<const CausalLm> model,
+                                         EngineLimits limits, StepObserver on_step)
     : model_(std::move(model)),
       limits_(limits),
       on_step_(std::move(on_step)),
       engine_([this] { RunEngine(); }) {}
 
-GenerationScheduler::~GenerationScheduler() {
+GenerationEngine::~GenerationEngine() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -46,39 +51,30 @@ GenerationScheduler::~GenerationScheduler() {
   const absl::Status stopped = absl::UnavailableError("the model is being unloaded");
   for (auto& job : queue_) Finish(*job, stopped);
   for (auto& job : running_) Finish(*job, stopped);
-  progress_.notify_all();
 }
 
-void GenerationScheduler::Finish(Job& job, absl::StatusOr<model::FinishReason> outcome) {
+void GenerationEngine::Finish(Job& job, absl::StatusOr<FinishReason> outcome) {
   if (job.done) return;
   job.done = true;
   job.outcome = std::move(outcome);
+  job.progress.notify_all();
 }
 
-SchedulerFigures GenerationScheduler::Figures() const {
+EngineFigures GenerationEngine::Figures() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return {static_cast<int>(queue_.size()), static_cast<int>(running_.size()), steps_};
 }
 
-absl::StatusOr<model::FinishReason> GenerationScheduler::Generate(
-    const model::GenerationRequest& request, Clock::time_point deadline,
-    const std::function<bool()>& should_stop,
-    const std::function<bool(const model::SampledToken&)>& on_token) {
-  if (absl::Status status = model::ValidateSamplingParams(request.sampling, model_->vocab_size());
-      !status.ok()) {
+absl::StatusOr<FinishReason> GenerationEngine::Generate(const GenerationRequest& request,
+                                                        Clock::time_point deadline,
+                                                        std::function<bool()> should_stop,
+                                                        const TokenCallback& on_token) {
+  if (absl::Status status = ValidateGenerationRequest(request, *model_); !status.ok()) {
     return status;
   }
-  const int64_t needed =
-      static_cast<int64_t>(request.prompt.size()) + static_cast<int64_t>(request.max_new_tokens);
-  if (needed > model_->max_positions()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "params.max_new_tokens: the prompt (", request.prompt.size(), " tokens) plus ",
-        request.max_new_tokens, " new tokens exceed the ", model_->max_positions(),
-        " positions a sequence may have (the model's context, or --max-seq-len)"));
-  }
-  if (request.max_new_tokens == 0) return model::FinishReason::kLength;
+  if (request.max_new_tokens == 0) return FinishReason::kLength;
 
-  auto job = std::make_shared<Job>(request);
+  auto job = std::make_shared<Job>(request, std::move(should_stop));
   std::unique_lock<std::mutex> lock(mutex_);
   if (static_cast<int>(queue_.size()) >= limits_.max_queue) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -94,25 +90,20 @@ absl::StatusOr<model::FinishReason> GenerationScheduler::Generate(
     work_.notify_one();
   };
   while (true) {
-    // Wakes for tokens, and at least every 50 ms to notice a cancelled client.
-    progress_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)),
-                         [&] { return !job->tokens.empty() || job->done; });
+    // Woken by the engine for this job's tokens or end; the deadline needs no other wake-up.
+    job->progress.wait_until(lock, deadline, [&] { return !job->tokens.empty() || job->done; });
     while (!job->tokens.empty()) {
-      const model::SampledToken token = job->tokens.front();
+      const SampledToken token = job->tokens.front();
       job->tokens.pop_front();
       lock.unlock();
-      const bool more = on_token(token);
+      const TokenVerdict verdict = on_token(token);
       lock.lock();
-      if (!more) {
+      if (verdict != TokenVerdict::kContinue) {
         abandon();
-        return model::FinishReason::kCancelled;
+        return verdict == TokenVerdict::kStop ? FinishReason::kStop : FinishReason::kCancelled;
       }
     }
     if (job->done) return job->outcome;
-    if (should_stop && should_stop()) {
-      abandon();
-      return model::FinishReason::kCancelled;
-    }
     if (Clock::now() >= deadline) {
       const bool queued = !job->admitted;
       abandon();
@@ -124,7 +115,29 @@ absl::StatusOr<model::FinishReason> GenerationScheduler::Generate(
   }
 }
 
-bool GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
+void GenerationEngine::DropStopped() {
+  auto stopped = [](const std::shared_ptr<Job>& job) {
+    return !job->done && !job->abandoned && job->should_stop && job->should_stop();
+  };
+  for (auto& job : running_) {
+    if (stopped(job)) Finish(*job, FinishReason::kCancelled);
+  }
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (stopped(*it)) {
+      Finish(**it, FinishReason::kCancelled);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool GenerationEngine::Admit() {
+  // Finished and abandoned sequences give their KV blocks back here, on the engine thread,
+  // which is the only one that touches them.
+  for (auto& job : running_) {
+    if (job->done || job->abandoned) job->sequence.reset();
+  }
   running_.erase(std::remove_if(running_.begin(), running_.end(),
                                 [](const std::shared_ptr<Job>& job) {
                                   return job->done || job->abandoned;
@@ -143,7 +156,6 @@ bool GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
     }
     if (!sequence.ok()) {
       Finish(job, sequence.status());
-      progress_.notify_all();
     } else {
       job.sequence = *std::move(sequence);
       job.admitted = true;
@@ -156,19 +168,20 @@ bool GenerationScheduler::Admit(std::unique_lock<std::mutex>&) {
   return true;
 }
 
-void GenerationScheduler::PublishAdmissions(bool admitted) {
+void GenerationEngine::PublishAdmissions(bool admitted) {
   // Before the new streams' first tokens: a client holding one sees itself counted running.
   if (admitted && on_step_) {
     on_step_(0, {static_cast<int>(queue_.size()), static_cast<int>(running_.size()), steps_});
   }
 }
 
-void GenerationScheduler::RunEngine() {
+void GenerationEngine::RunEngine() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     work_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
     if (stopping_) return;
-    if (!Admit(lock) && running_.empty()) {
+    DropStopped();
+    if (!Admit() && running_.empty()) {
       // KV blocks held outside this scheduler: look again shortly.
       work_.wait_for(lock, std::chrono::milliseconds(10));
       continue;
@@ -189,9 +202,10 @@ void GenerationScheduler::RunEngine() {
     }
     lock.lock();
     ++steps_;
-    Admit(lock);
+    DropStopped();
+    Admit();
     if (on_step_) {
-      const SchedulerFigures after{static_cast<int>(queue_.size()),
+      const EngineFigures after{static_cast<int>(queue_.size()),
                                    static_cast<int>(running_.size()), steps_};
       lock.unlock();
       on_step_(step_sequences, after);
@@ -200,14 +214,14 @@ void GenerationScheduler::RunEngine() {
   }
 }
 
-int GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
+int GenerationEngine::Step(std::vector<std::shared_ptr<Job>>& running) {
   std::vector<Job*> ready;
   for (auto& job : running) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!job->done && !job->abandoned) ready.push_back(job.get());
   }
   // Decodes first (one token each), then prompt chunks in the token budget left.
-  std::vector<model::CausalLm::SequenceStep> steps;
+  std::vector<CausalLm::SequenceStep> steps;
   std::vector<Job*> stepped;
   int budget = limits_.max_batch_tokens;
   for (Job* job : ready) {
@@ -259,19 +273,19 @@ int GenerationScheduler::Step(std::vector<std::shared_ptr<Job>>& running) {
       job.prefilled += steps[i].token_ids.size();
       if (job.prefilling()) continue;  // more prompt chunks to come before sampling
     }
-    const model::SampledToken token = job.sampler.Next(rows[i], job.history);
+    const SampledToken token = job.sampler.Next(rows[i], job.history);
     std::lock_guard<std::mutex> lock(mutex_);
     const auto& stops = job.request.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), token.id) != stops.end()) {
-      Finish(job, model::FinishReason::kStop);
+      Finish(job, FinishReason::kStop);
       continue;
     }
     job.tokens.push_back(token);
     job.history.push_back(token.id);
-    if (++job.generated >= job.request.max_new_tokens) Finish(job, model::FinishReason::kLength);
+    job.progress.notify_all();
+    if (++job.generated >= job.request.max_new_tokens) Finish(job, FinishReason::kLength);
   }
-  progress_.notify_all();
   return static_cast<int>(steps.size());
 }
 
-}  // namespace placer::server
+}  // namespace placer::model
