@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
   plan->add_option("checkpoint_dir", plan_args.checkpoint_dir, "Hugging Face checkpoint directory");
   plan->add_option("--module-tree", plan_args.module_tree_path,
                    "plan a hypothetical model from a module-tree JSON instead");
-  placer::placement::AddPlacementFlags(*plan, plan_args);
-  plan->add_option("--dtype", plan_args.dtype, "compute dtype (default: the checkpoint's)");
+  placer::placement::AddPlacementFlags(*plan, plan_args.placement);
+  plan->add_option("--dtype", plan_args.placement.dtype, "compute dtype (default: the checkpoint's)");
   plan->add_option("--format", plan_args.format, "output format")
       ->check(CLI::IsMember({"table", "json"}));
   CLI::App* health = app.add_subcommand(

@@ -40,6 +40,29 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
   }
 }
 
+absl::StatusOr<std::unique_ptr<CausalLm>> LoadPlacedModel(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const placement::Plan& plan,
+    std::shared_ptr<runtime::RuntimeAccounting> accounting,
+    std::vector<std::shared_ptr<runtime::BlockHook>> extra_hooks) {
+  if (!plan.sizing.compute_dtype) {
+    return absl::InvalidArgumentError(
+        "the plan was made for a module tree, not a checkpoint: it has no compute dtype");
+  }
+  if (accounting == nullptr) {
+    std::vector<std::string> devices;
+    for (const placement::DevicePlan& device : plan.devices) devices.push_back(device.device.Name());
+    accounting = std::make_shared<runtime::RuntimeAccounting>(std::move(devices));
+  }
+  ModelRuntime runtime;
+  runtime.plan = runtime::RuntimePlan::FromPlan(plan);
+  runtime.accounting = std::move(accounting);
+  runtime.max_sequence_length = plan.sizing.limits.max_seq_len;
+  runtime.kv_cache_blocks = plan.sizing.kv_cache_blocks;
+  runtime.compute_dtype = *plan.sizing.compute_dtype;
+  runtime.extra_hooks = std::move(extra_hooks);
+  return LoadCausalLm(std::move(checkpoint), std::move(runtime));
+}
+
 void SetComputeThreads(int threads) { at::set_num_threads(threads); }
 
 std::string BlasLibraryInUse() {

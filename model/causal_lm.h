@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "loader/dtype.h"
+#include "placement/plan.h"
 #include "runtime/runtime_accounting.h"
 #include "runtime/block_hook.h"
 #include "runtime/runtime_plan.h"
@@ -88,6 +89,15 @@ struct ModelRuntime {
 // architecture's model, which runs each block on its execution device.
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
     std::shared_ptr<const loader::Checkpoint> checkpoint, ModelRuntime runtime = {});
+
+// The run time a plan was made for, built from the plan alone (its device map, execution
+// device and sizing: serving limits, KV blocks, compute dtype, virtual GPUs, prefetch, offload
+// dir), so that what runs is exactly what was planned. `accounting`: null creates one over the
+// plan's devices.
+absl::StatusOr<std::unique_ptr<CausalLm>> LoadPlacedModel(
+    std::shared_ptr<const loader::Checkpoint> checkpoint, const placement::Plan& plan,
+    std::shared_ptr<runtime::RuntimeAccounting> accounting = nullptr,
+    std::vector<std::shared_ptr<runtime::BlockHook>> extra_hooks = {});
 
 // Intra-op threads of the tensor library (ATen defaults to 1 on some machines).
 void SetComputeThreads(int threads);

@@ -4,13 +4,16 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "loader/dtype.h"
 #include "placement/device.h"
+#include "placement/reserves.h"
 
 namespace placer::placement {
 
@@ -58,8 +61,21 @@ struct PlacementStep {
   std::vector<int> tensors;  // indices into ModuleTree::tensors()
 };
 
+// What a plan was sized for, which the run time must use as it is (never recompute it): the
+// one hand-off from planning to running (model::LoadPlacedModel).
+struct PlanSizing {
+  ServingLimits limits;            // the KV and activation reserves' assumptions; 0s for a tree
+  std::int64_t kv_cache_blocks = 0;  // the paged KV pool: exactly the KV reserve, in blocks
+  // The dtype the weights' sizes were counted in; unset for a module tree in its own dtypes.
+  std::optional<loader::DType> compute_dtype;
+  bool virtual_gpus = false;  // --devices: GPUs backed by host memory
+  bool prefetch = true;       // the staging reserve is two slots: stage ahead of compute
+  std::string offload_dir;    // where disk tensors in another dtype are converted to
+};
+
 struct Plan {
   Strategy strategy = Strategy::kSequential;
+  PlanSizing sizing;
   Device execution_device;  // where offloaded blocks run
   // Hugging Face form, in execution order: the coarsest modules whose
   // tensors all share a device.

@@ -23,28 +23,30 @@ struct ModelToPlan {
   ModuleTreeSpec spec;
   std::optional<loader::DType> compute_dtype;
   std::uint64_t activation_reserve_bytes = 0;
+  ServingLimits limits;
+  std::int64_t kv_cache_blocks = 0;
 };
 
 absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
   ModelToPlan model;
-  if (!args.dtype.empty()) {
-    absl::StatusOr<loader::DType> dtype = loader::ParseTorchDTypeName(args.dtype);
+  if (!args.placement.dtype.empty()) {
+    absl::StatusOr<loader::DType> dtype = loader::ParseTorchDTypeName(args.placement.dtype);
     if (!dtype.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--dtype '", args.dtype, "': ", dtype.status().message()));
+          absl::StrCat("--dtype '", args.placement.dtype, "': ", dtype.status().message()));
     }
     model.compute_dtype = *dtype;
   }
-  if (args.max_batch_size < 1) {
+  if (args.placement.max_batch_size < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--max-batch-size ", args.max_batch_size, ": must be at least 1"));
+        absl::StrCat("--max-batch-size ", args.placement.max_batch_size, ": must be at least 1"));
   }
-  if (args.max_seq_len < 0) {
+  if (args.placement.max_seq_len < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--max-seq-len ", args.max_seq_len, ": must not be negative"));
+        absl::StrCat("--max-seq-len ", args.placement.max_seq_len, ": must not be negative"));
   }
   if (!args.module_tree_path.empty()) {
-    if (args.max_seq_len > 0) {
+    if (args.placement.max_seq_len > 0) {
       return absl::InvalidArgumentError(
           "--max-seq-len needs a checkpoint's config.json: a --module-tree has no attention "
           "shape to size the KV cache from");
@@ -57,7 +59,7 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
   absl::StatusOr<CheckpointSummary> checkpoint = ReadCheckpointSummary(args.checkpoint_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   const loader::ModelConfig& config = checkpoint->config;
-  absl::StatusOr<ServingLimits> serving = ServingLimitsFor(args, config);
+  absl::StatusOr<ServingLimits> serving = ServingLimitsFor(args.placement, config);
   if (!serving.ok()) return serving.status();
   const ServingLimits& limits = *serving;
   const loader::DType dtype =
@@ -67,27 +69,30 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
   if (!spec.ok()) return spec.status();
   model.spec = *std::move(spec);
   model.activation_reserve_bytes = ActivationReserveBytes(config, limits, dtype);
+  model.compute_dtype = dtype;
+  model.limits = limits;
+  model.kv_cache_blocks = KvCacheBlocks(limits, config.shared_attention_window());
   return model;
 }
 
 }  // namespace
 
-absl::StatusOr<ServingLimits> ServingLimitsFor(const PlanCommandArgs& args,
+absl::StatusOr<ServingLimits> ServingLimitsFor(const PlacementOptions& options,
                                                const loader::ModelConfig& config) {
   ServingLimits limits;
-  limits.max_batch_size = args.max_batch_size;
+  limits.max_batch_size = options.max_batch_size;
   const std::int64_t context =
       config.context_length() > 0 ? config.context_length() : kDefaultMaxSeqLen;
   // Never beyond the model's context: no sequence can be longer than that.
-  limits.max_seq_len = args.max_seq_len > 0 ? std::min(args.max_seq_len, context)
+  limits.max_seq_len = options.max_seq_len > 0 ? std::min(options.max_seq_len, context)
                                             : std::min(context, kDefaultMaxSeqLen);
-  if (args.max_batch_total_tokens < 0 ||
-      (args.max_batch_total_tokens > 0 && args.max_batch_total_tokens < limits.max_seq_len)) {
+  if (options.max_batch_total_tokens < 0 ||
+      (options.max_batch_total_tokens > 0 && options.max_batch_total_tokens < limits.max_seq_len)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max-batch-total-tokens ", args.max_batch_total_tokens, ": must be 0 or at least "
+        "--max-batch-total-tokens ", options.max_batch_total_tokens, ": must be 0 or at least "
         "the ", limits.max_seq_len, " positions of one sequence (--max-seq-len)"));
   }
-  limits.max_batch_total_tokens = args.max_batch_total_tokens;
+  limits.max_batch_total_tokens = options.max_batch_total_tokens;
   return limits;
 }
 
@@ -96,25 +101,25 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
     return absl::InvalidArgumentError(
         "give either a checkpoint directory or --module-tree TREE.json (not both)");
   }
-  absl::StatusOr<Strategy> strategy = ParseStrategy(args.strategy);
+  absl::StatusOr<Strategy> strategy = ParseStrategy(args.placement.strategy);
   if (!strategy.ok()) return strategy.status();
 
   InventoryOptions inventory;
-  if (!args.devices.empty()) {
-    absl::StatusOr<VirtualDevices> virtual_devices = ParseVirtualDevices(args.devices);
+  if (!args.placement.devices.empty()) {
+    absl::StatusOr<VirtualDevices> virtual_devices = ParseVirtualDevices(args.placement.devices);
     if (!virtual_devices.ok()) return virtual_devices.status();
     inventory.virtual_devices = *virtual_devices;
   }
-  inventory.gpu_probe = args.gpu_probe;
-  inventory.offload_dir = args.offload_dir;
-  inventory.meminfo_path = args.meminfo_path;
+  inventory.gpu_probe = args.placement.gpu_probe;
+  inventory.offload_dir = args.placement.offload_dir;
+  inventory.meminfo_path = args.placement.meminfo_path;
   absl::StatusOr<std::vector<DeviceInfo>> devices = ProbeDevices(inventory);
   if (!devices.ok()) return devices.status();
 
   BudgetOptions budget_options;
-  budget_options.gpu_memory_utilization = args.gpu_memory_utilization;
-  if (!args.max_memory.empty()) {
-    absl::StatusOr<std::map<Device, std::uint64_t>> limits = ParseMaxMemory(args.max_memory);
+  budget_options.gpu_memory_utilization = args.placement.gpu_memory_utilization;
+  if (!args.placement.max_memory.empty()) {
+    absl::StatusOr<std::map<Device, std::uint64_t>> limits = ParseMaxMemory(args.placement.max_memory);
     if (!limits.ok()) return limits.status();
     budget_options.max_memory = *limits;
   }
@@ -126,15 +131,25 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   absl::StatusOr<ModuleTree> tree = ModuleTree::Build(model->spec, model->compute_dtype);
   if (!tree.ok()) return tree.status();
 
-  if (!args.device_map_path.empty()) {
-    absl::StatusOr<DeviceMap> map = ReadDeviceMapFile(args.device_map_path);
+  absl::StatusOr<Plan> plan;
+  if (!args.placement.device_map_path.empty()) {
+    absl::StatusOr<DeviceMap> map = ReadDeviceMapFile(args.placement.device_map_path);
     if (!map.ok()) return map.status();
-    return ValidateDeviceMap(*tree, *map, *budgets, model->activation_reserve_bytes);
+    plan = ValidateDeviceMap(*tree, *map, *budgets, model->activation_reserve_bytes);
+  } else {
+    PlanOptions options;
+    options.strategy = *strategy;
+    options.activation_reserve_bytes = model->activation_reserve_bytes;
+    plan = PlanPlacement(*tree, *budgets, options);
   }
-  PlanOptions options;
-  options.strategy = *strategy;
-  options.activation_reserve_bytes = model->activation_reserve_bytes;
-  return PlanPlacement(*tree, *budgets, options);
+  if (!plan.ok()) return plan.status();
+  plan->sizing.limits = model->limits;
+  plan->sizing.kv_cache_blocks = model->kv_cache_blocks;
+  plan->sizing.compute_dtype = model->compute_dtype;
+  plan->sizing.virtual_gpus = !args.placement.devices.empty();
+  plan->sizing.prefetch = args.placement.prefetch;
+  plan->sizing.offload_dir = args.placement.offload_dir;
+  return plan;
 }
 
 absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out) {

@@ -17,9 +17,9 @@
 
 namespace placer::placement {
 
-struct PlanCommandArgs {
-  std::string checkpoint_dir;    // exactly one of checkpoint_dir and
-  std::string module_tree_path;  // module_tree_path
+// How to place a model: the flags `placerd` and `placer plan` share (plan_flags.h), so both
+// plan the same way. The plan records what it was sized for (Plan::sizing).
+struct PlacementOptions {
   std::string devices;           // --devices (virtual devices); empty: probe
   std::string max_memory;        // --max-memory; empty: utilization / margin
   double gpu_memory_utilization = 0.90;
@@ -32,16 +32,24 @@ struct PlanCommandArgs {
   std::string dtype;         // compute dtype ("bfloat16" or "BF16"); empty: checkpoint's
   std::string offload_dir;   // empty: no disk device
   std::string device_map_path;  // validate this map instead of planning
-  std::string format = "table";  // table | json
+  bool prefetch = true;      // stage the next offloaded block while the current one computes
   GpuProbe gpu_probe;        // empty: no GPU (the CLI is torch-free)
   std::string meminfo_path = "/proc/meminfo";
+};
+
+// `placer plan`'s own arguments around the shared options.
+struct PlanCommandArgs {
+  std::string checkpoint_dir;    // exactly one of checkpoint_dir and
+  std::string module_tree_path;  // module_tree_path
+  std::string format = "table";  // table | json
+  PlacementOptions placement;
 };
 
 absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args);
 
 // The limits the reserves are sized for (and placerd serves): --max-seq-len defaulted from
 // the model's context, --max-batch-size, --max-batch-total-tokens. Errors name the flag.
-absl::StatusOr<ServingLimits> ServingLimitsFor(const PlanCommandArgs& args,
+absl::StatusOr<ServingLimits> ServingLimitsFor(const PlacementOptions& options,
                                                const loader::ModelConfig& config);
 
 // Writes the plan to `out` in args.format; errors are returned, not printed.

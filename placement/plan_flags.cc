@@ -2,38 +2,38 @@
 
 namespace placer::placement {
 
-void AddPlacementFlags(CLI::App& app, PlanCommandArgs& args) {
+void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
   const char* group = "Placement";
-  app.add_option("--devices", args.devices,
+  app.add_option("--devices", options.devices,
                  "virtual devices replacing the GPU probe, e.g. cuda:0=4GiB,cuda:1=4GiB,cpu=8GiB")
       ->group(group);
-  app.add_option("--max-memory", args.max_memory,
+  app.add_option("--max-memory", options.max_memory,
                  "weight budgets in Accelerate's syntax, e.g. 0=20GiB,1=20GiB,cpu=64GiB")
       ->group(group);
-  app.add_option("--gpu-memory-utilization", args.gpu_memory_utilization,
+  app.add_option("--gpu-memory-utilization", options.gpu_memory_utilization,
                  "share of each GPU's free memory placer may use when --max-memory is unset")
       ->check(CLI::Range(0.01, 1.0))
       ->group(group);
-  app.add_option("--strategy", args.strategy, "how blocks are spread over the GPUs")
+  app.add_option("--strategy", options.strategy, "how blocks are spread over the GPUs")
       ->check(CLI::IsMember({"sequential", "balanced", "balanced_low_0"}))
       ->group(group);
-  app.add_option("--max-seq-len", args.max_seq_len,
+  app.add_option("--max-seq-len", options.max_seq_len,
                  "tokens per sequence the KV-cache reserve holds; 0 means min(context, 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->group(group);
-  app.add_option("--max-batch-size", args.max_batch_size,
+  app.add_option("--max-batch-size", options.max_batch_size,
                  "sequences at once, for the KV-cache and activation reserves")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->group(group);
-  app.add_option("--max-batch-total-tokens", args.max_batch_total_tokens,
+  app.add_option("--max-batch-total-tokens", options.max_batch_total_tokens,
                  "KV-cache positions all running sequences share (paged in blocks of 16), like "
                  "TGI's flag of that name; 0 means --max-seq-len x --max-batch-size")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->group(group);
-  app.add_option("--offload-dir", args.offload_dir,
+  app.add_option("--offload-dir", options.offload_dir,
                  "directory for disk offload; without it nothing is placed on disk")
       ->group(group);
-  app.add_option("--device-map", args.device_map_path,
+  app.add_option("--device-map", options.device_map_path,
                  "use this Hugging Face device-map JSON (validated) instead of planning")
       ->group(group);
 }

@@ -9,8 +9,8 @@
 namespace placer::placement {
 
 // Adds --devices, --max-memory, --gpu-memory-utilization, --strategy, --max-seq-len,
-// --max-batch-size, --offload-dir and --device-map, writing into `args`. (--dtype is the
-// CLI's alone: the daemon computes in F32 on the CPU for now and must plan what it runs.)
-void AddPlacementFlags(CLI::App& app, PlanCommandArgs& args);
+// --max-batch-size, --max-batch-total-tokens, --offload-dir and --device-map, writing into
+// `options`. (--dtype and --prefetch each tool declares with its own default and help.)
+void AddPlacementFlags(CLI::App& app, PlacementOptions& options);
 
 }  // namespace placer::placement

@@ -10,14 +10,13 @@ RuntimePlan RuntimePlan::AllOnCpu() {
   return plan;
 }
 
-RuntimePlan RuntimePlan::FromPlan(const placement::Plan& plan, bool virtual_gpus, bool prefetch,
-                                  std::string offload_dir) {
+RuntimePlan RuntimePlan::FromPlan(const placement::Plan& plan) {
   RuntimePlan runtime;
   runtime.device_map = plan.device_map;
   runtime.execution_device = plan.execution_device;
-  runtime.virtual_gpus = virtual_gpus;
-  runtime.prefetch = prefetch;
-  runtime.offload_dir = std::move(offload_dir);
+  runtime.virtual_gpus = plan.sizing.virtual_gpus;
+  runtime.prefetch = plan.sizing.prefetch;
+  runtime.offload_dir = plan.sizing.offload_dir;
   return runtime;
 }
 

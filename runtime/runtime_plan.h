@@ -29,8 +29,8 @@ struct RuntimePlan {
 
   // Everything on the CPU: what a caller gets with no plan at all.
   static RuntimePlan AllOnCpu();
-  static RuntimePlan FromPlan(const placement::Plan& plan, bool virtual_gpus, bool prefetch,
-                              std::string offload_dir);
+  // The plan's device map, execution device and sizing (virtual GPUs, prefetch, offload dir).
+  static RuntimePlan FromPlan(const placement::Plan& plan);
 
   // The device of one tensor; an error naming it when the map does not cover it.
   absl::StatusOr<Device> DeviceOf(const std::string& tensor_name) const;

@@ -109,7 +109,7 @@ absl::Status Daemon::LoadModel() {
   model_.Set(loading);
   spdlog::info("loading model {}", options_.model_dir);
   const auto started = std::chrono::steady_clock::now();
-  auto loaded = LoadServedModel(options_.model_dir, options_.placement, options_.prefetch);
+  auto loaded = LoadServedModel(options_.model_dir, options_.placement);
   if (!loaded.ok()) {
     ModelSnapshot failed = loading;
     failed.state = ModelState::kFailed;
@@ -125,7 +125,7 @@ absl::Status Daemon::LoadModel() {
   loaded->load_seconds = seconds;
   loaded->engine = std::make_shared<model::GenerationEngine>(
       loaded->model,
-      model::EngineLimits{static_cast<int>(options_.placement.max_batch_size),
+      model::EngineLimits{static_cast<int>(loaded->limits.max_batch_size),
                       options_.max_batch_tokens, options_.max_queue},
       [metrics = &metrics_](int step_sequences, const model::EngineFigures& after) {
         metrics->ObserveSchedulerStep(step_sequences, after.running, after.queued);

@@ -90,7 +90,7 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
                  "requests that may wait beyond --max-batch-size; more are refused with "
                  "RESOURCE_EXHAUSTED")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_flag("--prefetch,!--no-prefetch", options.prefetch,
+  app.add_flag("--prefetch,!--no-prefetch", options.placement.prefetch,
                "stage the next offloaded block's weights while the current block computes "
                "(--no-prefetch: stage each block when it is entered)");
   app.add_option("--max-stop-sequences", options.max_stop_sequences,

@@ -28,14 +28,13 @@ struct DaemonOptions {
   int max_request_bytes = 4 << 20;  // larger request messages: RESOURCE_EXHAUSTED from gRPC
   int max_stop_sequences = 8;  // stop strings one Generate request may give
   int threads = 0;  // intra-op compute threads; 0 means one per CPU core
-  bool prefetch = true;
   // Continuous batching: --max-batch-size (in placement) sequences run at once; a forward pass
   // takes at most max_batch_tokens tokens; max_queue requests wait beyond that.
   int max_batch_tokens = 256;
-  int max_queue = 64;  // stage the next offloaded block while the current one computes
-  // Placement flags, shared with `placer plan` so both plan the same way. checkpoint_dir
-  // is filled from --model.
-  placement::PlanCommandArgs placement;
+  int max_queue = 64;
+  // Placement flags, shared with `placer plan` so both plan the same way; the model loads
+  // from the plan they make.
+  placement::PlacementOptions placement;
 };
 
 // What the command line asked for: options to run with, or text to print and an exit code

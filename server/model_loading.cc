@@ -40,44 +40,24 @@ void LoadTokenizer(const loader::Checkpoint& checkpoint, ModelSnapshot* snapshot
 }  // namespace
 
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
-                                              placement::PlanCommandArgs placement,
-                                              bool prefetch) {
+                                              placement::PlacementOptions placement) {
   // F32 unless --dtype says otherwise; the plan is sized in the same dtype.
   if (placement.dtype.empty()) placement.dtype = "F32";
-  auto compute_dtype = loader::ParseDType(placement.dtype);
-  if (!compute_dtype.ok()) compute_dtype = loader::ParseTorchDTypeName(placement.dtype);
-  if (!compute_dtype.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype ", placement.dtype, ": ", compute_dtype.status().message()));
-  }
 
   // Open validates the whole checkpoint from its headers (no tensor data), so every file
   // error is reported by the loader before planning reads the same headers again.
   auto checkpoint = loader::Checkpoint::Open(dir);
   if (!checkpoint.ok()) return checkpoint.status();
 
-  placement.checkpoint_dir = dir;
   placement.gpu_probe = placement::CudaGpuProbe();
-  auto plan = placement::BuildPlan(placement);
+  auto plan = placement::BuildPlan({dir, "", "table", placement});
   if (!plan.ok()) return plan.status();
   spdlog::info("placement plan:\n{}", placement::PlanToTable(*plan));
 
   std::vector<std::string> device_names;
   for (const placement::DevicePlan& device : plan->devices) device_names.push_back(device.device.Name());
-  model::ModelRuntime runtime;
-  // GPUs in a plan are virtual when --devices made them or when this build cannot reach CUDA.
-  const bool virtual_gpus = !placement.devices.empty() || !placement::BuiltWithCuda();
-  runtime.plan = runtime::RuntimePlan::FromPlan(*plan, virtual_gpus, prefetch,
-                                                  placement.offload_dir);
-  runtime.accounting = std::make_shared<runtime::RuntimeAccounting>(device_names);
-  // The paged KV cache is exactly the reserve the plan set aside for it.
-  auto limits = placement::ServingLimitsFor(placement, (*checkpoint)->config());
-  if (!limits.ok()) return limits.status();
-  runtime.max_sequence_length = limits->max_seq_len;
-  runtime.kv_cache_blocks =
-      placement::KvCacheBlocks(*limits, (*checkpoint)->config().shared_attention_window());
-  runtime.compute_dtype = *compute_dtype;
-  auto model = model::LoadCausalLm(*checkpoint, runtime);
+  auto accounting = std::make_shared<runtime::RuntimeAccounting>(device_names);
+  auto model = model::LoadPlacedModel(*checkpoint, *plan, accounting);
   if (!model.ok()) return model.status();
 
   ModelSnapshot snapshot;
@@ -85,7 +65,8 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   snapshot.path = dir;
   snapshot.architecture = std::string(loader::ArchitectureName((*checkpoint)->config().architecture));
   snapshot.dtype = std::string(loader::DTypeName((*checkpoint)->dtype()));
-  snapshot.compute_dtype = std::string(loader::DTypeName(*compute_dtype));
+  snapshot.compute_dtype = std::string(loader::DTypeName(*plan->sizing.compute_dtype));
+  snapshot.limits = plan->sizing.limits;
   snapshot.parameter_count = static_cast<uint64_t>((*checkpoint)->parameter_count());
   LoadTokenizer(**checkpoint, &snapshot);
   snapshot.model = std::move(*model);
@@ -96,7 +77,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
     snapshot.device_map.emplace_back(
         module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
   }
-  snapshot.accounting = runtime.accounting;
+  snapshot.accounting = accounting;
   for (const placement::DevicePlan& device : plan->devices) {
     snapshot.devices.push_back({device.device.Name(), device.total_bytes, device.free_bytes,
                                 device.weights_bytes, device.kv_reserve_bytes,

@@ -11,10 +11,9 @@
 namespace placer::server {
 
 // Plans the placement (refusing a model that does not fit, saying by how much), logs the
-// plan, binds the weights where the plan puts them. A snapshot in state kReady, or an error
-// naming the file, tensor, module or field at fault. `prefetch`: see --no-prefetch.
+// plan, and builds the run time from the plan alone (model::LoadPlacedModel). A snapshot in
+// state kReady, or an error naming the file, tensor, module or field at fault.
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
-                                              placement::PlanCommandArgs placement,
-                                              bool prefetch = true);
+                                              placement::PlacementOptions placement);
 
 }  // namespace placer::server

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/generation_defaults.h"
+#include "placement/reserves.h"
 #include "runtime/runtime_accounting.h"
 
 namespace placer::model {
@@ -47,6 +48,8 @@ struct ModelSnapshot {
              reserved_bytes = 0;
   };
   std::vector<DeviceFigures> devices;
+  // What the plan was sized for and the engine must run within (set when ready).
+  placement::ServingLimits limits;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady
   // Runs every Generate of this model in shared forward passes (set when state is kReady).
   std::shared_ptr<model::GenerationEngine> engine;

@@ -161,7 +161,7 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
   return families;
 }
 
-ServedModelMetrics::DeviceProbe LiveDeviceProbe(const placement::PlanCommandArgs& placement) {
+ServedModelMetrics::DeviceProbe LiveDeviceProbe(const placement::PlacementOptions& placement) {
   placement::InventoryOptions inventory;
   if (!placement.devices.empty()) {
     auto virtual_devices = placement::ParseVirtualDevices(placement.devices);

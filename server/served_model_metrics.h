@@ -35,6 +35,6 @@ class ServedModelMetrics final : public prometheus::Collectable {
 // Probes the devices the way placerd planned them (same --devices, GPU probe and offload
 // dir), so free memory of real devices is read live at each scrape. Virtual devices have no
 // other user, so their free memory is their size less what placer holds on them.
-ServedModelMetrics::DeviceProbe LiveDeviceProbe(const placement::PlanCommandArgs& placement);
+ServedModelMetrics::DeviceProbe LiveDeviceProbe(const placement::PlacementOptions& placement);
 
 }  // namespace placer::server

@@ -42,8 +42,8 @@ std::string TreeJson() {
 TEST(PlanCommandTest, PlansAHypotheticalModelOnVirtualGpusAsJson) {
   PlanCommandArgs args;
   args.module_tree_path = WriteFile("tree.json", TreeJson());
-  args.devices = "cuda:0=100B,cuda:1=120B,cpu=10GiB";
-  args.max_memory = "0=100B,1=120B,cpu=1GiB";
+  args.placement.devices = "cuda:0=100B,cuda:1=120B,cpu=10GiB";
+  args.placement.max_memory = "0=100B,1=120B,cpu=1GiB";
   args.format = "json";
   std::ostringstream out;
   ASSERT_TRUE(RunPlanCommand(args, out).ok());
@@ -82,10 +82,10 @@ TEST(PlanCommandTest, PlansARealCheckpointWithKvReserveAndPrintsATable) {
 
   PlanCommandArgs args;
   args.checkpoint_dir = dir;
-  args.devices = "cuda:0=1MiB,cuda:1=1MiB,cpu=1GiB";
-  args.max_memory = "0=1MiB,1=1MiB,cpu=1GiB";
-  args.max_seq_len = 64;
-  args.max_batch_size = 2;
+  args.placement.devices = "cuda:0=1MiB,cuda:1=1MiB,cpu=1GiB";
+  args.placement.max_memory = "0=1MiB,1=1MiB,cpu=1GiB";
+  args.placement.max_seq_len = 64;
+  args.placement.max_batch_size = 2;
   args.format = "json";
   std::ostringstream json_out;
   ASSERT_TRUE(RunPlanCommand(args, json_out).ok());
@@ -101,7 +101,7 @@ TEST(PlanCommandTest, PlansARealCheckpointWithKvReserveAndPrintsATable) {
   EXPECT_GT(json["devices"][0]["activation_reserve_bytes"], 0);
 
   // Sequences sharing 80 positions of KV cache (5 blocks) instead of 2 x 64.
-  args.max_batch_total_tokens = 80;
+  args.placement.max_batch_total_tokens = 80;
   std::ostringstream shared_out;
   ASSERT_TRUE(RunPlanCommand(args, shared_out).ok());
   const nlohmann::json shared = nlohmann::json::parse(shared_out.str());
@@ -110,10 +110,10 @@ TEST(PlanCommandTest, PlansARealCheckpointWithKvReserveAndPrintsATable) {
     if (shared["device_map"].value("model.layers." + std::to_string(i), -1) == 1) ++shared_on_gpu1;
   }
   EXPECT_EQ(shared["devices"][1]["kv_reserve_bytes"], shared_on_gpu1 * (2 * 2 * 16 * 4 * 80));
-  args.max_batch_total_tokens = 63;
+  args.placement.max_batch_total_tokens = 63;
   EXPECT_THAT(RunPlanCommand(args, shared_out).message(),
               HasSubstr("--max-batch-total-tokens 63: must be 0 or at least the 64 positions"));
-  args.max_batch_total_tokens = 0;
+  args.placement.max_batch_total_tokens = 0;
 
   args.format = "table";
   std::ostringstream table;
@@ -128,17 +128,17 @@ TEST(PlanCommandTest, ErrorsSayWhy) {
   EXPECT_THAT(RunPlanCommand(none, out).message(), HasSubstr("either a checkpoint"));
   PlanCommandArgs args;
   args.module_tree_path = WriteFile("tree2.json", TreeJson());
-  args.devices = "cuda:0=100B";
+  args.placement.devices = "cuda:0=100B";
   args.format = "yaml";
   EXPECT_THAT(RunPlanCommand(args, out).message(), HasSubstr("--format 'yaml'"));
   args.format = "table";
-  args.max_seq_len = 128;
+  args.placement.max_seq_len = 128;
   EXPECT_THAT(RunPlanCommand(args, out).message(), HasSubstr("--max-seq-len needs"));
-  args.max_seq_len = 0;
-  args.max_memory = "0=10B,cpu=10B";
+  args.placement.max_seq_len = 0;
+  args.placement.max_memory = "0=10B,cpu=10B";
   EXPECT_THAT(RunPlanCommand(args, out).message(), HasSubstr("does not fit"));
-  args.max_memory = "0=100B,cpu=1GiB";
-  args.device_map_path = WriteFile("map.json", R"({"model": 0, "lm_head": "tpu"})");
+  args.placement.max_memory = "0=100B,cpu=1GiB";
+  args.placement.device_map_path = WriteFile("map.json", R"({"model": 0, "lm_head": "tpu"})");
   EXPECT_THAT(RunPlanCommand(args, out).message(), HasSubstr("module 'lm_head': unknown device"));
 }
 
