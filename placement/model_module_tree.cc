@@ -39,12 +39,14 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     std::uint64_t kv_bytes_per_layer) {
   const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
   const loader::DType default_dtype = CheckpointDType(config, checkpoint_tensors);
+  std::map<std::string, const loader::TensorDescription*> slots;
+  for (const loader::TensorDescription* slot : architecture.Slots()) slots.emplace(slot->name, slot);
   std::map<std::string, const TensorSpec*> by_name;
   for (const TensorSpec& tensor : checkpoint_tensors) {
     const std::string name = architecture.CanonicalName(tensor.name);
     if (architecture.IsNonParameterBuffer(name)) continue;
-    const loader::TensorDescription* slot = architecture.Find(name);
-    if (slot == nullptr || !slot->present) {
+    const auto slot = slots.find(name);
+    if (slot == slots.end() || !slot->second->present) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint holds tensor '", name, "' that ",
           loader::ArchitectureName(config.architecture), " as config.json describes it has not"));

@@ -1,8 +1,11 @@
-// placerd: parse flags, start the daemon, reload tokens on SIGHUP, drain on SIGTERM or SIGINT.
+// placerd: parse flags, start the daemon, reload tokens on SIGHUP, drain on SIGTERM or SIGINT
+// (or, while the model is still loading, stop and exit).
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -20,6 +23,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGHUP);
+  sigaddset(&stop_signals, SIGUSR1);  // from the loading thread: the load is over
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   const placer::server::FlagParseOutcome flags = placer::server::ParseDaemonFlags(argc, argv);
@@ -45,21 +49,48 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  if (absl::Status loaded = (*daemon)->LoadModel(); !loaded.ok()) {
-    spdlog::error("cannot load model: {}", std::string(loaded.message()));
-    return 1;
-  }
-
+  // The model loads on its own thread while this one takes the signals, so that SIGTERM
+  // during the load stops it and exits at once (nothing is served yet, nothing to drain)
+  // instead of waiting for the load to end. sigwait stays on the main thread: the kernel
+  // offers a process's signals to it first, and threads that libraries start before main
+  // (OpenBLAS's) do not block them. SIGUSR1 says the load is over.
+  std::atomic<bool> loading{true};
+  absl::Status load_status;
+  const pthread_t main_thread = pthread_self();
+  std::thread loader([&] {
+    load_status = (*daemon)->LoadModel();
+    loading = false;
+    pthread_kill(main_thread, SIGUSR1);
+  });
   int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    if (absl::Status reloaded = (*daemon)->ReloadTokens(); reloaded.ok()) {
-      spdlog::info("SIGHUP: reloaded {}", options.auth_token_file.empty()
-                                              ? "nothing (no --auth-token-file)"
-                                              : options.auth_token_file);
-    } else {
-      spdlog::error("SIGHUP: {}; keeping the previous tokens", std::string(reloaded.message()));
+  while (sigwait(&stop_signals, &signal_number) == 0) {
+    if (signal_number == SIGHUP) {
+      if (absl::Status reloaded = (*daemon)->ReloadTokens(); reloaded.ok()) {
+        spdlog::info("SIGHUP: reloaded {}", options.auth_token_file.empty()
+                                                ? "nothing (no --auth-token-file)"
+                                                : options.auth_token_file);
+      } else {
+        spdlog::error("SIGHUP: {}; keeping the previous tokens", std::string(reloaded.message()));
+      }
+      continue;
     }
+    if (signal_number == SIGUSR1) {
+      loader.join();
+      if (!load_status.ok()) {
+        spdlog::error("cannot load model: {}", std::string(load_status.message()));
+        return 1;
+      }
+      continue;
+    }
+    if (loading.load()) {
+      spdlog::warn("received {} while loading the model: stopping the load and exiting",
+                   signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+      spdlog::default_logger()->flush();
+      std::_Exit(0);
+    }
+    break;
   }
+  if (loader.joinable()) loader.join();  // the load ended just before the stop signal
   spdlog::info("received {}; draining", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*daemon)->Drain();
   return 0;

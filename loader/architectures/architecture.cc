@@ -29,13 +29,6 @@ std::vector<const TensorDescription*> ArchitectureDescription::CheckpointTensors
   return out;
 }
 
-const TensorDescription* ArchitectureDescription::Find(const std::string& name) const {
-  for (const TensorDescription* tensor : Slots()) {
-    if (tensor->name == name) return tensor;
-  }
-  return nullptr;
-}
-
 std::string ArchitectureDescription::CanonicalName(const std::string& stored_name) const {
   if (droppable_prefix.empty() || absl::StartsWith(stored_name, droppable_prefix)) {
     return stored_name;

@@ -75,8 +75,6 @@ struct ArchitectureDescription {
   std::vector<const TensorDescription*> Slots() const;
   // The tensors a checkpoint must hold, in state_dict order: present, untied slots.
   std::vector<const TensorDescription*> CheckpointTensors() const;
-  // The slot named `name` (canonical name), or null.
-  const TensorDescription* Find(const std::string& name) const;
   std::string CanonicalName(const std::string& stored_name) const;
   bool IsNonParameterBuffer(const std::string& canonical_name) const;
 };

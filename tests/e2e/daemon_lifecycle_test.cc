@@ -2,9 +2,11 @@
 // without a model, an unreachable daemon, and draining on SIGTERM.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -173,6 +175,31 @@ TEST(DaemonDrain, SigtermEndsHealthWatchesWithNotServingAndExitsZero) {
   const auto last = seen.empty() ? first.status() : seen.back();
   EXPECT_EQ(last, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_NE(daemon.Log().find("drained"), std::string::npos) << daemon.Log();
+}
+
+// A model of 1500 tiny layers: 13,500 tensors, whose loading takes long enough (seconds here)
+// to be interrupted.
+TEST(DaemonDrain, SigtermWhileTheModelLoadsStopsTheLoadAndExits) {
+  const std::string dir = ::testing::TempDir() + "placer-slow-load-" + std::to_string(getpid());
+  ASSERT_EQ(std::system((std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + dir +
+                         " --arch llama --layers 1500 --hidden 16 --heads 2 --kv-heads 1 "
+                         "--intermediate 16 --vocab 100 --no-tokenizer > /dev/null")
+                            .c_str()),
+            0);
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir, "--max-seq-len", "32"}));
+  ASSERT_TRUE(WaitUntil([&] { return daemon.Log().find("loading model") != std::string::npos; },
+                        seconds(30)))
+      << daemon.Log();
+  daemon.Signal(SIGTERM);
+  const std::optional<int> code = daemon.WaitExit(seconds(30));
+  ASSERT_TRUE(code.has_value()) << "placerd did not exit after SIGTERM\n" << daemon.Log();
+  EXPECT_EQ(*code, 0) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("received SIGTERM while loading the model"), std::string::npos)
+      << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("loaded " + dir), std::string::npos)
+      << "the load ran to its end before placerd stopped\n" << daemon.Log();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DaemonLogs, JsonFormatWritesOneObjectPerLine) {
