@@ -20,6 +20,7 @@
 #include "bench/bench_common.h"
 #include "client/placer_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "base/status_macros.h"
 
 namespace placer::bench {
 namespace {
@@ -104,9 +105,8 @@ absl::StatusOr<nlohmann::json> MeasureDaemonReady(const ReadyArgs& args) {
   bool listening = false;
 
   const Clock::time_point start = Clock::now();
-  auto spawned = Spawn(args.argv, args.log_path);
-  if (!spawned.ok()) return spawned.status();
-  const pid_t pid = *spawned;
+  PLACER_ASSIGN_OR_RETURN(auto spawned, Spawn(args.argv, args.log_path));
+  const pid_t pid = spawned;
   nlohmann::json out = {{"command", args.argv}};
   bool ready = false;
   while (!ready && Seconds(start, Clock::now()) < args.timeout_seconds) {

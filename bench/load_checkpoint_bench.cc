@@ -39,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
+#include "base/status_macros.h"
 
 namespace {
 
@@ -134,10 +135,9 @@ absl::StatusOr<at::Tensor> CloneHugePages(const at::Tensor& view) {
 absl::StatusOr<nlohmann::json> Run(const Options& options) {
   const std::map<std::string, std::int64_t> before = ProcStatus();
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<std::shared_ptr<placer::loader::Checkpoint>> opened =
-      placer::loader::Checkpoint::Open(options.dir);
-  if (!opened.ok()) return opened.status();
-  const std::shared_ptr<placer::loader::Checkpoint>& checkpoint = *opened;
+  PLACER_ASSIGN_OR_RETURN(std::shared_ptr<placer::loader::Checkpoint> opened,
+                          placer::loader::Checkpoint::Open(options.dir));
+  const std::shared_ptr<placer::loader::Checkpoint>& checkpoint = opened;
   const Clock::time_point headers_read = Clock::now();
 
   std::vector<at::Tensor> kept;
@@ -146,17 +146,15 @@ absl::StatusOr<nlohmann::json> Run(const Options& options) {
   std::uint64_t touched = 0;
   try {
     for (const auto& [name, info] : checkpoint->tensors()) {
-      absl::StatusOr<at::Tensor> view = checkpoint->ReadTensor(name);
-      if (!view.ok()) return view.status();
+      PLACER_ASSIGN_OR_RETURN(at::Tensor view, checkpoint->ReadTensor(name));
       if (options.mode == "clone") {
-        kept.push_back(view->clone());
+        kept.push_back(view.clone());
       } else if (options.mode == "clone-thp") {
-        absl::StatusOr<at::Tensor> copy = CloneHugePages(*view);
-        if (!copy.ok()) return copy.status();
-        kept.push_back(*std::move(copy));
+        PLACER_ASSIGN_OR_RETURN(at::Tensor copy, CloneHugePages(view));
+        kept.push_back(std::move(copy));
       } else {
-        touched += TouchPages(*view);
-        kept.push_back(*std::move(view));
+        touched += TouchPages(view);
+        kept.push_back(std::move(view));
       }
       bytes += info.nbytes();
     }

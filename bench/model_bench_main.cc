@@ -21,6 +21,7 @@
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "base/status_macros.h"
 
 namespace placer::bench {
 namespace {
@@ -44,19 +45,18 @@ struct LoadedModel {
 absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   model::SetComputeThreads(args.threads);
   const Clock::time_point start = Clock::now();
-  auto checkpoint = loader::Checkpoint::Open(args.dir);
-  if (!checkpoint.ok()) return checkpoint.status();
-  const loader::ModelConfig& config = (*checkpoint)->config();
-  auto plan = LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir);
-  if (!plan.ok()) return plan.status();
+  PLACER_ASSIGN_OR_RETURN(auto checkpoint, loader::Checkpoint::Open(args.dir));
+  const loader::ModelConfig& config = checkpoint->config();
+  PLACER_ASSIGN_OR_RETURN(auto plan,
+                          LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir));
   LoadedModel loaded;
   loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
       std::vector<std::string>{"cuda:0", "cpu", "disk"});
-  auto model = model::LoadCausalLm(*checkpoint, {*plan, loaded.accounting});
+  auto model = model::LoadCausalLm(checkpoint, {plan, loaded.accounting});
   if (!model.ok()) return model.status();
   loaded.model = *std::move(model);
   loaded.load_seconds = Seconds(start, Clock::now());
-  for (const auto& [name, info] : (*checkpoint)->tensors()) {
+  for (const auto& [name, info] : checkpoint->tensors()) {
     const auto bytes = static_cast<int64_t>(info.nbytes());
     loaded.weight_bytes += bytes;
     const bool embedding = name == "model.embed_tokens.weight" || name == "transformer.wte.weight" ||
@@ -103,9 +103,8 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
 // Greedy decode: prefill the prompt, then one Extend per new token, each timed.
 absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, int new_tokens,
                                       int runs) {
-  auto loaded = Load(args);
-  if (!loaded.ok()) return loaded.status();
-  const model::CausalLm& lm = *loaded->model;
+  PLACER_ASSIGN_OR_RETURN(auto loaded, Load(args));
+  const model::CausalLm& lm = *loaded.model;
   const std::vector<int32_t> prompt = PromptTokens(prompt_tokens, lm.vocab_size());
   nlohmann::json samples = nlohmann::json::array();
   std::vector<double> prefill_all, step_all;
@@ -113,28 +112,27 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
   // few tokens and is not counted.
   for (int run = 0; run <= runs; ++run) {
     const int generate = run == 0 ? std::min(new_tokens, 3) : new_tokens;
-    auto sequence = lm.NewSequence(prompt_tokens + new_tokens);
-    if (!sequence.ok()) return sequence.status();
-    const double wait_start = loaded->accounting->Figures().offload_wait_seconds;
+    PLACER_ASSIGN_OR_RETURN(auto sequence, lm.NewSequence(prompt_tokens + new_tokens));
+    const double wait_start = loaded.accounting->Figures().offload_wait_seconds;
     Clock::time_point start = Clock::now();
-    auto logits = lm.Extend(**sequence, prompt);
+    auto logits = lm.Extend(*sequence, prompt);
     if (!logits.ok()) return logits.status();
     const double prefill = Seconds(start, Clock::now());
     std::vector<int32_t> tokens{Argmax(*logits)};
     SettlePrefetch();
-    const uint64_t staged_start = StagedBytes(*loaded->accounting);
-    const double wait_decode_start = loaded->accounting->Figures().offload_wait_seconds;
+    const uint64_t staged_start = StagedBytes(*loaded.accounting);
+    const double wait_decode_start = loaded.accounting->Figures().offload_wait_seconds;
     std::vector<double> steps;
     for (int i = 1; i < generate; ++i) {
       start = Clock::now();
-      logits = lm.Extend(**sequence, {tokens.back()});
+      logits = lm.Extend(*sequence, {tokens.back()});
       if (!logits.ok()) return logits.status();
       tokens.push_back(Argmax(*logits));
       steps.push_back(Seconds(start, Clock::now()));
     }
     SettlePrefetch();
     const auto decode_steps = static_cast<double>(std::max(generate - 1, 1));
-    const double wait_end = loaded->accounting->Figures().offload_wait_seconds;
+    const double wait_end = loaded.accounting->Figures().offload_wait_seconds;
     if (run == 0) continue;
     prefill_all.push_back(prefill);
     step_all.insert(step_all.end(), steps.begin(), steps.end());
@@ -143,11 +141,11 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
          {"step_seconds", steps},
          {"tokens", tokens},
          {"staged_bytes_per_token",
-          static_cast<double>(StagedBytes(*loaded->accounting) - staged_start) / decode_steps},
+          static_cast<double>(StagedBytes(*loaded.accounting) - staged_start) / decode_steps},
          {"offload_wait_seconds_prefill", wait_decode_start - wait_start},
          {"offload_wait_seconds_per_token", (wait_end - wait_decode_start) / decode_steps}});
   }
-  nlohmann::json report = BaseReport(args, *loaded);
+  nlohmann::json report = BaseReport(args, loaded);
   report["prompt_tokens"] = prompt_tokens;
   report["new_tokens"] = new_tokens;
   report["runs"] = samples;
@@ -159,9 +157,8 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
 // Forward latency (one client) or throughput (several threads calling at once).
 absl::StatusOr<nlohmann::json> ForwardCalls(const ModelArgs& args, int tokens, int iterations,
                                             int clients) {
-  auto loaded = Load(args);
-  if (!loaded.ok()) return loaded.status();
-  const model::CausalLm& lm = *loaded->model;
+  PLACER_ASSIGN_OR_RETURN(auto loaded, Load(args));
+  const model::CausalLm& lm = *loaded.model;
   const std::vector<int32_t> ids = PromptTokens(tokens, lm.vocab_size());
   for (int i = 0; i < std::max(10, iterations / 20); ++i) {
     if (auto warm = lm.Forward(ids, false); !warm.ok()) return warm.status();
@@ -190,7 +187,7 @@ absl::StatusOr<nlohmann::json> ForwardCalls(const ModelArgs& args, int tokens, i
   }
   std::vector<double> all;
   for (const auto& per_client : latencies) all.insert(all.end(), per_client.begin(), per_client.end());
-  nlohmann::json report = BaseReport(args, *loaded);
+  nlohmann::json report = BaseReport(args, loaded);
   report["tokens"] = tokens;
   report["clients"] = clients;
   report["latency_seconds"] = all;

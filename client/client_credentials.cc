@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace placer::client {
 namespace {
@@ -22,9 +23,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
 absl::StatusOr<ClientCredentials> LoadClientCredentials(const ClientCredentialFiles& files) {
   ClientCredentials credentials;
   if (!files.token_file.empty()) {
-    auto text = ReadFile("--token-file", files.token_file);
-    if (!text.ok()) return text.status();
-    std::istringstream lines(*text);
+    PLACER_ASSIGN_OR_RETURN(auto text, ReadFile("--token-file", files.token_file));
+    std::istringstream lines(text);
     std::string line;
     while (credentials.bearer_token.empty() && std::getline(lines, line)) {
       const std::string token(absl::StripAsciiWhitespace(line));
@@ -40,17 +40,14 @@ absl::StatusOr<ClientCredentials> LoadClientCredentials(const ClientCredentialFi
   }
   credentials.tls = files.tls || !files.ca.empty() || !files.cert.empty();
   if (!files.ca.empty()) {
-    auto ca = ReadFile("--tls-ca", files.ca);
-    if (!ca.ok()) return ca.status();
-    credentials.ca_pem = *std::move(ca);
+    PLACER_ASSIGN_OR_RETURN(auto ca, ReadFile("--tls-ca", files.ca));
+    credentials.ca_pem = std::move(ca);
   }
   if (!files.cert.empty()) {
-    auto cert = ReadFile("--tls-cert", files.cert);
-    if (!cert.ok()) return cert.status();
-    auto key = ReadFile("--tls-key", files.key);
-    if (!key.ok()) return key.status();
-    credentials.client_cert_pem = *std::move(cert);
-    credentials.client_key_pem = *std::move(key);
+    PLACER_ASSIGN_OR_RETURN(auto cert, ReadFile("--tls-cert", files.cert));
+    PLACER_ASSIGN_OR_RETURN(auto key, ReadFile("--tls-key", files.key));
+    credentials.client_cert_pem = std::move(cert);
+    credentials.client_key_pem = std::move(key);
   }
   return credentials;
 }

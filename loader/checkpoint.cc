@@ -9,6 +9,7 @@
 #include "loader/file_util.h"
 #include "loader/architectures/architecture.h"
 #include "loader/safetensors_header.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -18,10 +19,9 @@ std::string ShapeString(const std::vector<std::int64_t>& shape) {
 }
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
-  if (!text.ok()) return text.status();
+  PLACER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
   try {
-    return nlohmann::json::parse(*text);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON: ", e.what()));
   }
@@ -29,54 +29,49 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
 
 absl::StatusOr<std::optional<nlohmann::json>> ReadOptionalJsonObject(const std::string& path) {
   if (path.empty()) return std::optional<nlohmann::json>();
-  absl::StatusOr<nlohmann::json> parsed = ReadJsonFile(path);
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) {
+  PLACER_ASSIGN_OR_RETURN(nlohmann::json parsed, ReadJsonFile(path));
+  if (!parsed.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": must be a JSON object"));
   }
-  return std::optional<nlohmann::json>(*std::move(parsed));
+  return std::optional<nlohmann::json>(std::move(parsed));
 }
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
-  absl::StatusOr<CheckpointFiles> files = FindCheckpointFiles(dir);
-  if (!files.ok()) return files.status();
+  PLACER_ASSIGN_OR_RETURN(CheckpointFiles files, FindCheckpointFiles(dir));
 
   std::shared_ptr<Checkpoint> checkpoint(new Checkpoint());
   checkpoint->dir_ = dir;
   {
-    absl::StatusOr<std::string> text = ReadSmallFile(files->config_path);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<ModelConfig> config = ParseModelConfig(*text, files->config_path);
-    if (!config.ok()) return config.status();
-    checkpoint->config_ = *std::move(config);
+    PLACER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(files.config_path));
+    PLACER_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(text, files.config_path));
+    checkpoint->config_ = std::move(config);
   }
   const ModelConfig& config = checkpoint->config_;
   const ArchitectureDescription architecture = DescribeArchitecture(config);
 
   // Headers: every tensor once, in the shard the index says.
   std::map<std::string, std::string> file_of_tensor;
-  for (const std::string& shard_name : files->shard_names) {
+  for (const std::string& shard_name : files.shard_names) {
     const std::string path = absl::StrCat(dir, "/", shard_name);
-    absl::StatusOr<std::shared_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
-    if (!file.ok()) return file.status();
-    const SafetensorsHeader& header = (*file)->header();
+    PLACER_ASSIGN_OR_RETURN(std::shared_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+    const SafetensorsHeader& header = file->header();
     const int shard = static_cast<int>(checkpoint->shards_.size());
-    checkpoint->shards_.push_back(ShardInfo{path, header.file_size, (*file)->mtime_ns(),
+    checkpoint->shards_.push_back(ShardInfo{path, header.file_size, file->mtime_ns(),
                                             header.header_fnv1a64, header.metadata});
-    checkpoint->files_.push_back(*file);
+    checkpoint->files_.push_back(file);
 
     for (const auto& [stored_name, entry] : header.tensors) {
-      if (files->index) {
-        const auto listed = files->index->weight_map.find(stored_name);
-        if (listed == files->index->weight_map.end()) {
+      if (files.index) {
+        const auto listed = files.index->weight_map.find(stored_name);
+        if (listed == files.index->weight_map.end()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              path, ": tensor \"", stored_name, "\" is not listed in ", files->index_path));
+              path, ": tensor \"", stored_name, "\" is not listed in ", files.index_path));
         }
         if (listed->second != shard_name) {
           return absl::InvalidArgumentError(absl::StrCat(
-              path, ": tensor \"", stored_name, "\" is listed in ", files->index_path,
+              path, ": tensor \"", stored_name, "\" is listed in ", files.index_path,
               " as being in ", listed->second));
         }
       }
@@ -97,11 +92,11 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       checkpoint->tensors_.emplace(name, std::move(info));
     }
   }
-  if (files->index) {
-    for (const auto& [stored_name, shard_name] : files->index->weight_map) {
+  if (files.index) {
+    for (const auto& [stored_name, shard_name] : files.index->weight_map) {
       if (file_of_tensor.count(architecture.CanonicalName(stored_name)) == 0) {
         return absl::NotFoundError(absl::StrCat(
-            files->index_path, ": tensor \"", stored_name, "\" is listed in shard ",
+            files.index_path, ": tensor \"", stored_name, "\" is listed in shard ",
             shard_name, " but absent from it"));
       }
     }
@@ -154,21 +149,18 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     }
   }
 
-  if (!files->generation_config_path.empty()) {
-    absl::StatusOr<std::optional<nlohmann::json>> generation =
-        ReadOptionalJsonObject(files->generation_config_path);
-    if (!generation.ok()) return generation.status();
-    checkpoint->generation_config_ = **generation;
+  if (!files.generation_config_path.empty()) {
+    PLACER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> generation,
+                            ReadOptionalJsonObject(files.generation_config_path));
+    checkpoint->generation_config_ = *generation;
     checkpoint->has_generation_config_ = true;
   }
-  absl::StatusOr<std::optional<nlohmann::json>> tokenizer =
-      ReadOptionalJsonObject(files->tokenizer_path);
-  if (!tokenizer.ok()) return tokenizer.status();
-  checkpoint->tokenizer_ = *std::move(tokenizer);
-  absl::StatusOr<std::optional<nlohmann::json>> tokenizer_config =
-      ReadOptionalJsonObject(files->tokenizer_config_path);
-  if (!tokenizer_config.ok()) return tokenizer_config.status();
-  checkpoint->tokenizer_config_ = *std::move(tokenizer_config);
+  PLACER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> tokenizer,
+                          ReadOptionalJsonObject(files.tokenizer_path));
+  checkpoint->tokenizer_ = std::move(tokenizer);
+  PLACER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> tokenizer_config,
+                          ReadOptionalJsonObject(files.tokenizer_config_path));
+  checkpoint->tokenizer_config_ = std::move(tokenizer_config);
   return checkpoint;
 }
 

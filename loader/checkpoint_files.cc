@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "loader/file_util.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -66,9 +67,8 @@ absl::StatusOr<CheckpointFiles> FindCheckpointFiles(const std::string& dir) {
 
   if (names.count(std::string(kShardIndexFileName)) != 0) {
     files.index_path = path(kShardIndexFileName);
-    absl::StatusOr<std::string> text = ReadSmallFile(files.index_path);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<ShardIndex> index = ParseShardIndex(*text, files.index_path);
+    PLACER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(files.index_path));
+    absl::StatusOr<ShardIndex> index = ParseShardIndex(text, files.index_path);
     if (!index.ok()) return index.status();
     for (const std::string& shard : index->ShardFiles()) {
       if (names.count(shard) == 0) {

@@ -12,6 +12,7 @@
 #include "loader/file_util.h"
 #include "loader/model_config.h"
 #include "loader/shard_index.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -192,7 +193,7 @@ absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir,
                                                   const CheckpointSpec& spec,
                                                   std::uint64_t max_shard_bytes,
                                                   const TensorFillFactory& make_fill) {
-  if (absl::Status status = ValidateSpec(spec); !status.ok()) return status;
+  PLACER_RETURN_IF_ERROR(ValidateSpec(spec));
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) {
@@ -208,15 +209,14 @@ absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir,
     }
   }
   const nlohmann::ordered_json config_json = ConfigJson(spec);
-  absl::StatusOr<ModelConfig> config =
-      ParseModelConfig(config_json.dump(), "generated config.json");
-  if (!config.ok()) return config.status();
+  PLACER_ASSIGN_OR_RETURN(ModelConfig config,
+                          ParseModelConfig(config_json.dump(), "generated config.json"));
 
   // Shards are filled greedily in state_dict order, like save_pretrained.
   std::vector<std::vector<ExpectedTensor>> shards(1);
   std::uint64_t shard_bytes = 0;
   WrittenCheckpoint written;
-  for (ExpectedTensor& tensor : ExpectedTensors(*config)) {
+  for (ExpectedTensor& tensor : ExpectedTensors(config)) {
     std::uint64_t nbytes = DTypeSize(spec.dtype);
     std::int64_t elements = 1;
     for (const std::int64_t dim : tensor.shape) elements *= dim;
@@ -241,35 +241,22 @@ absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir,
                                              shards.size());
     SafetensorsWriter writer(metadata);
     for (const ExpectedTensor& tensor : shards[k]) {
-      if (absl::Status status =
-              writer.Add(tensor.name, spec.dtype, tensor.shape, make_fill(tensor, spec.dtype));
-          !status.ok()) {
-        return status;
-      }
+      PLACER_RETURN_IF_ERROR(
+          writer.Add(tensor.name, spec.dtype, tensor.shape, make_fill(tensor, spec.dtype)));
       weight_map[tensor.name] = file;
     }
-    if (absl::Status status = writer.Write(dir + "/" + file); !status.ok()) return status;
+    PLACER_RETURN_IF_ERROR(writer.Write(dir + "/" + file));
   }
   if (shards.size() > 1) {
     nlohmann::ordered_json index;
     index["metadata"] = {{"total_size", written.total_bytes}};
     index["weight_map"] = weight_map;
-    if (absl::Status status = WriteFileAtomically(
-            dir + "/" + std::string(kShardIndexFileName), index.dump(2) + "\n");
-        !status.ok()) {
-      return status;
-    }
+    PLACER_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + std::string(kShardIndexFileName),
+                                               index.dump(2) + "\n"));
   }
-  if (absl::Status status =
-          WriteFileAtomically(dir + "/config.json", config_json.dump(2) + "\n");
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = WriteFileAtomically(dir + "/generation_config.json",
-                                                GenerationConfigJson(spec).dump(2) + "\n");
-      !status.ok()) {
-    return status;
-  }
+  PLACER_RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", config_json.dump(2) + "\n"));
+  PLACER_RETURN_IF_ERROR(WriteFileAtomically(dir + "/generation_config.json",
+                                             GenerationConfigJson(spec).dump(2) + "\n"));
   return written;
 }
 

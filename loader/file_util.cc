@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -41,17 +42,16 @@ absl::StatusOr<std::int64_t> FileMtimeNs(const std::string& path) {
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
                                           std::uint64_t max_bytes) {
-  absl::StatusOr<std::uint64_t> size = FileSize(path);
-  if (!size.ok()) return size.status();
-  if (*size > max_bytes) {
+  PLACER_ASSIGN_OR_RETURN(std::uint64_t size, FileSize(path));
+  if (size > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", *size, " bytes exceeds the ", max_bytes, "-byte limit"));
+        path, ": ", size, " bytes exceeds the ", max_bytes, "-byte limit"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(path, "open");
-  std::string contents(static_cast<std::size_t>(*size), '\0');
+  std::string contents(static_cast<std::size_t>(size), '\0');
   in.read(contents.data(), static_cast<std::streamsize>(contents.size()));
-  if (static_cast<std::uint64_t>(in.gcount()) != *size) {
+  if (static_cast<std::uint64_t>(in.gcount()) != size) {
     return absl::DataLossError(absl::StrCat(path, ": short read"));
   }
   return contents;

@@ -53,7 +53,7 @@ class FieldReader {
   }
 
   absl::Status Positive(absl::string_view key, std::int64_t& out, bool required) const {
-    if (absl::Status s = Int(key, out, required); !s.ok()) return s;
+    PLACER_RETURN_IF_ERROR(Int(key, out, required));
     if (Has(key) && out <= 0) return Error(key, "must be positive");
     return absl::OkStatus();
   }
@@ -91,7 +91,7 @@ class FieldReader {
   absl::Status OptionalInt(absl::string_view key, std::optional<std::int64_t>& out) const {
     if (!Has(key)) return absl::OkStatus();
     std::int64_t value = 0;
-    if (absl::Status s = Int(key, value, true); !s.ok()) return s;
+    PLACER_RETURN_IF_ERROR(Int(key, value, true));
     out = value;
     return absl::OkStatus();
   }
@@ -99,7 +99,7 @@ class FieldReader {
   absl::Status OptionalNumber(absl::string_view key, std::optional<double>& out) const {
     if (!Has(key)) return absl::OkStatus();
     double value = 0;
-    if (absl::Status s = Number(key, value); !s.ok()) return s;
+    PLACER_RETURN_IF_ERROR(Number(key, value));
     out = value;
     return absl::OkStatus();
   }
@@ -297,11 +297,10 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& config,
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": must be a JSON object, got ", config.type_name()));
   }
-  absl::StatusOr<const ArchitectureRow*> row = FindArchitecture(config, file);
-  if (!row.ok()) return row.status();
+  PLACER_ASSIGN_OR_RETURN(const ArchitectureRow* row, FindArchitecture(config, file));
   ModelConfig out;
-  out.architecture = (*row)->architecture;
-  out.model_type = std::string((*row)->model_type);
+  out.architecture = row->architecture;
+  out.model_type = std::string(row->model_type);
   out.raw = config;
   FieldReader fields(config, file);
   PLACER_RETURN_IF_ERROR(fields.String("model_type", out.model_type));

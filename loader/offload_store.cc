@@ -12,6 +12,7 @@
 #include "loader/file_util.h"
 #include "loader/safetensors_header.h"
 #include "loader/safetensors_writer.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -34,8 +35,7 @@ nlohmann::json SourcesJson(const Checkpoint& checkpoint) {
 absl::StatusOr<std::shared_ptr<OffloadStore>> OffloadStore::Open(
     std::shared_ptr<const Checkpoint> checkpoint, const std::string& dir,
     const std::vector<std::string>& names, at::ScalarType dtype) {
-  absl::StatusOr<DType> wanted = FromScalarType(dtype);
-  if (!wanted.ok()) return wanted.status();
+  PLACER_ASSIGN_OR_RETURN(DType wanted, FromScalarType(dtype));
   std::shared_ptr<OffloadStore> store(new OffloadStore());
   store->checkpoint_ = std::move(checkpoint);
   store->dir_ = dir;
@@ -46,7 +46,7 @@ absl::StatusOr<std::shared_ptr<OffloadStore>> OffloadStore::Open(
       return absl::NotFoundError(absl::StrCat(store->checkpoint_->dir(), ": no tensor \"",
                                               name, "\" to offload"));
     }
-    (info->dtype == *wanted ? store->direct_ : store->converted_).insert(name);
+    (info->dtype == wanted ? store->direct_ : store->converted_).insert(name);
   }
   if (store->converted_.empty()) return store;
 
@@ -64,9 +64,8 @@ absl::StatusOr<std::shared_ptr<OffloadStore>> OffloadStore::Open(
   } else if (absl::Status status = store->Build(manifest_path, store_path); !status.ok()) {
     return status;
   }
-  absl::StatusOr<std::shared_ptr<SafetensorsFile>> file = SafetensorsFile::Open(store_path);
-  if (!file.ok()) return file.status();
-  store->store_file_ = *std::move(file);
+  PLACER_ASSIGN_OR_RETURN(std::shared_ptr<SafetensorsFile> file, SafetensorsFile::Open(store_path));
+  store->store_file_ = std::move(file);
   return store;
 }
 
@@ -125,9 +124,8 @@ absl::Status OffloadStore::Build(const std::string& manifest_path,
     absl::Status added = writer.Add(
         name, wanted, info->shape,
         [checkpoint, name, dtype](std::uint8_t* destination, std::size_t nbytes) {
-          absl::StatusOr<at::Tensor> tensor = checkpoint->ReadTensor(name, dtype, at::kCPU);
-          if (!tensor.ok()) return tensor.status();
-          const at::Tensor contiguous = tensor->contiguous();
+          PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, checkpoint->ReadTensor(name, dtype, at::kCPU));
+          const at::Tensor contiguous = tensor.contiguous();
           if (static_cast<std::size_t>(contiguous.nbytes()) != nbytes) {
             return absl::InternalError(absl::StrCat("offload of \"", name, "\": size mismatch"));
           }
@@ -136,17 +134,16 @@ absl::Status OffloadStore::Build(const std::string& manifest_path,
         });
     if (!added.ok()) return added;
   }
-  if (absl::Status status = writer.Write(store_path); !status.ok()) return status;
-  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(store_path);
-  if (!header.ok()) return header.status();
+  PLACER_RETURN_IF_ERROR(writer.Write(store_path));
+  PLACER_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(store_path));
   nlohmann::json manifest = {
       {"version", kManifestVersion},
       {"dtype", std::string(DTypeName(wanted))},
       {"checkpoint_dir", checkpoint_->dir()},
       {"sources", SourcesJson(*checkpoint_)},
       {"tensors", converted_},
-      {"store_size", header->file_size},
-      {"store_header_fnv1a64", header->header_fnv1a64}};
+      {"store_size", header.file_size},
+      {"store_header_fnv1a64", header.header_fnv1a64}};
   return WriteFileAtomically(manifest_path, manifest.dump(2) + "\n");
 }
 

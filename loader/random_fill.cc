@@ -7,14 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/file_util.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 
 TensorFillFactory MakeRandomFill(std::uint64_t seed) {
   return [seed](const ExpectedTensor& tensor, DType dtype) -> SafetensorsWriter::FillFn {
     return [seed, tensor, dtype](std::uint8_t* destination, std::size_t nbytes) -> absl::Status {
-      absl::StatusOr<at::ScalarType> type = ToScalarType(dtype);
-      if (!type.ok()) return type.status();
+      PLACER_ASSIGN_OR_RETURN(at::ScalarType type, ToScalarType(dtype));
       try {
         at::Generator generator = at::detail::createCPUGenerator(seed ^ Fnv1a64(tensor.name));
         const at::Tensor noise =
@@ -22,13 +22,13 @@ TensorFillFactory MakeRandomFill(std::uint64_t seed) {
         at::Tensor values;
         switch (tensor.init) {
           case TensorInit::kOnes:
-            values = (noise * 0.1 + 1.0).to(*type);
+            values = (noise * 0.1 + 1.0).to(type);
             break;
           case TensorInit::kZeros:
-            values = (noise * 0.05).to(*type);
+            values = (noise * 0.05).to(type);
             break;
           case TensorInit::kNormal:
-            values = (noise * 0.02).to(*type);
+            values = (noise * 0.02).to(type);
             break;
         }
         values = values.contiguous();

@@ -6,16 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/file_util.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 
 absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(path);
-  if (!header.ok()) return header.status();
-  absl::StatusOr<std::int64_t> mtime = FileMtimeNs(path);
-  if (!mtime.ok()) return mtime.status();
+  PLACER_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(path));
+  PLACER_ASSIGN_OR_RETURN(std::int64_t mtime, FileMtimeNs(path));
   return std::shared_ptr<SafetensorsFile>(
-      new SafetensorsFile(path, *std::move(header), *mtime));
+      new SafetensorsFile(path, std::move(header), mtime));
 }
 
 bool SafetensorsFile::mapped() const {
@@ -26,10 +25,9 @@ bool SafetensorsFile::mapped() const {
 absl::StatusOr<std::shared_ptr<const MappedFile>> SafetensorsFile::Map() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (mapping_ == nullptr) {
-    absl::StatusOr<std::shared_ptr<const MappedFile>> opened =
-        MappedFile::Open(path_, header_.file_size);
-    if (!opened.ok()) return opened.status();
-    mapping_ = *std::move(opened);
+    PLACER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> opened,
+                            MappedFile::Open(path_, header_.file_size));
+    mapping_ = std::move(opened);
   }
   return mapping_;
 }
@@ -59,17 +57,16 @@ absl::StatusOr<at::Tensor> SafetensorsFile::Read(absl::string_view name, at::Sca
   };
   absl::StatusOr<at::ScalarType> stored = ToScalarType(entry.dtype);
   if (!stored.ok()) return fail(stored.status().code(), stored.status().message());
-  absl::StatusOr<std::shared_ptr<const MappedFile>> mapping = Map();
-  if (!mapping.ok()) return mapping.status();
-  if (entry.end > (*mapping)->size()) {
+  PLACER_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, Map());
+  if (entry.end > mapping->size()) {
     return fail(absl::StatusCode::kDataLoss, "byte range lies outside the mapped file");
   }
   // from_blob wants a mutable pointer; the pages stay read-only (see MappedFile).
-  void* bytes = const_cast<std::uint8_t*>((*mapping)->data() + entry.begin);
+  void* bytes = const_cast<std::uint8_t*>(mapping->data() + entry.begin);
   const bool aligned = reinterpret_cast<std::uintptr_t>(bytes) % DTypeSize(entry.dtype) == 0;
   try {
     if (*stored == dtype && device.is_cpu() && aligned) {
-      std::shared_ptr<const MappedFile> keep_alive = *mapping;
+      std::shared_ptr<const MappedFile> keep_alive = mapping;
       return at::from_blob(
           bytes, entry.shape, [keep_alive](void*) {}, at::TensorOptions().dtype(dtype));
     }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "loader/file_util.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -110,16 +111,15 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name,
   }
   std::uint64_t elements = 1;
   for (const json& dim : *shape_it) {
-    absl::StatusOr<std::uint64_t> size = ToU64(dim, file, name, "\"shape\"");
-    if (!size.ok()) return size.status();
-    if (*size > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    PLACER_ASSIGN_OR_RETURN(std::uint64_t size, ToU64(dim, file, name, "\"shape\""));
+    if (size > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
       return BadTensor(file, name, "a dimension of \"shape\" is too large");
     }
-    if (*size != 0 && elements > std::numeric_limits<std::uint64_t>::max() / *size) {
+    if (size != 0 && elements > std::numeric_limits<std::uint64_t>::max() / size) {
       return BadTensor(file, name, "shape product overflows 64 bits");
     }
-    elements *= *size;
-    entry.shape.push_back(static_cast<std::int64_t>(*size));
+    elements *= size;
+    entry.shape.push_back(static_cast<std::int64_t>(size));
   }
   entry.num_elements = elements;
   const std::uint64_t element_size = DTypeSize(entry.dtype);
@@ -222,13 +222,12 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeaderJson(
   }
   const std::uint64_t data_size = file_size - header.data_start;
 
-  absl::StatusOr<json> parsed = ParseRejectingDuplicateKeys(json_text, file);
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) {
+  PLACER_ASSIGN_OR_RETURN(json parsed, ParseRejectingDuplicateKeys(json_text, file));
+  if (!parsed.is_object()) {
     return Bad(file, absl::StrCat("header must be a JSON object, got ",
-                                  parsed->type_name()));
+                                  parsed.type_name()));
   }
-  for (const auto& [key, value] : parsed->items()) {
+  for (const auto& [key, value] : parsed.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) return Bad(file, "\"__metadata__\" must be an object");
       for (const auto& [meta_key, meta_value] : value.items()) {
@@ -240,23 +239,19 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeaderJson(
       }
       continue;
     }
-    absl::StatusOr<SafetensorsEntry> entry =
-        ParseEntry(key, value, header.data_start, data_size, file);
-    if (!entry.ok()) return entry.status();
-    header.tensors.emplace(key, *std::move(entry));
+    PLACER_ASSIGN_OR_RETURN(SafetensorsEntry entry,
+                            ParseEntry(key, value, header.data_start, data_size, file));
+    header.tensors.emplace(key, std::move(entry));
   }
-  if (absl::Status status = CheckNoOverlap(header, file); !status.ok()) {
-    return status;
-  }
+  PLACER_RETURN_IF_ERROR(CheckNoOverlap(header, file));
   return header;
 }
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsBuffer(absl::string_view bytes,
                                                          absl::string_view file) {
-  absl::StatusOr<std::uint64_t> length =
-      ParseSafetensorsHeaderLength(bytes, bytes.size(), file);
-  if (!length.ok()) return length.status();
-  return ParseSafetensorsHeaderJson(bytes.substr(8, *length), bytes.size(), file);
+  PLACER_ASSIGN_OR_RETURN(std::uint64_t length,
+                          ParseSafetensorsHeaderLength(bytes, bytes.size(), file));
+  return ParseSafetensorsHeaderJson(bytes.substr(8, length), bytes.size(), file);
 }
 
 absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
@@ -265,21 +260,19 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  absl::StatusOr<std::uint64_t> file_size = FileSize(path);
-  if (!file_size.ok()) return file_size.status();
+  PLACER_ASSIGN_OR_RETURN(std::uint64_t file_size, FileSize(path));
   std::string prefix(8, '\0');
   in.read(prefix.data(), 8);
   prefix.resize(static_cast<std::size_t>(in.gcount()));
-  absl::StatusOr<std::uint64_t> length =
-      ParseSafetensorsHeaderLength(prefix, *file_size, path);
-  if (!length.ok()) return length.status();
-  std::string text(static_cast<std::size_t>(*length), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(*length));
-  if (static_cast<std::uint64_t>(in.gcount()) != *length) {
-    return absl::DataLossError(absl::StrCat(path, ": could not read the ", *length,
+  PLACER_ASSIGN_OR_RETURN(std::uint64_t length,
+                          ParseSafetensorsHeaderLength(prefix, file_size, path));
+  std::string text(static_cast<std::size_t>(length), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  if (static_cast<std::uint64_t>(in.gcount()) != length) {
+    return absl::DataLossError(absl::StrCat(path, ": could not read the ", length,
                                             "-byte header (file shrank?)"));
   }
-  return ParseSafetensorsHeaderJson(text, *file_size, path);
+  return ParseSafetensorsHeaderJson(text, file_size, path);
 }
 
 }  // namespace placer::loader

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/decode_attention.h"
 #include "model/tensor_ops.h"
+#include "base/status_macros.h"
 
 namespace placer::model {
 
@@ -79,12 +80,11 @@ absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
     const size_t block = static_cast<size_t>(first_layer_block_ + layer);
     layers.push_back({runner_->torch_device(block), runner_->block(block).execution_device.Name()});
   }
-  auto pool = KvBlockPool::Create(
-      std::move(layers), config_.num_key_value_heads, config_.head_dim,
-      blocks, ComputeScalarType(runtime),
-      runtime.accounting);
-  if (!pool.ok()) return pool.status();
-  kv_pool_ = *std::move(pool);
+  PLACER_ASSIGN_OR_RETURN(
+      auto pool,
+      KvBlockPool::Create(std::move(layers), config_.num_key_value_heads, config_.head_dim, blocks,
+                          ComputeScalarType(runtime), runtime.accounting));
+  kv_pool_ = std::move(pool);
   return absl::OkStatus();
 }
 
@@ -200,9 +200,8 @@ absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(
       ring_window_ > 0
           ? std::min(capacity, placement::KvBlocksFor(ring_window_) * KvBlockPool::kBlockPositions)
           : capacity;
-  auto blocks = kv_pool_->Take(held);
-  if (!blocks.ok()) return blocks.status();
-  return std::make_unique<KvCache>(kv_pool_, *std::move(blocks), capacity, ring_window_);
+  PLACER_ASSIGN_OR_RETURN(auto blocks, kv_pool_->Take(held));
+  return std::make_unique<KvCache>(kv_pool_, std::move(blocks), capacity, ring_window_);
 }
 
 absl::StatusOr<Logits> DecoderOnlyModel::Forward(const std::vector<int32_t>& token_ids,

@@ -2,6 +2,7 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace placer::model {
 
@@ -18,10 +19,7 @@ const char* FinishReasonName(FinishReason reason) {
 }
 
 absl::Status ValidateGenerationRequest(const GenerationRequest& request, const CausalLm& model) {
-  if (absl::Status status = ValidateSamplingParams(request.sampling, model.vocab_size());
-      !status.ok()) {
-    return status;
-  }
+  PLACER_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling, model.vocab_size()));
   if (request.prompt.empty()) {
     return absl::InvalidArgumentError(
         request.prompt_from_text ? "prompt: the text encodes to no tokens"

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/sampler.h"
+#include "base/status_macros.h"
 
 namespace placer::model {
 
@@ -69,9 +70,7 @@ absl::StatusOr<FinishReason> GenerationEngine::Generate(const GenerationRequest&
                                                         Clock::time_point deadline,
                                                         std::function<bool()> should_stop,
                                                         const TokenCallback& on_token) {
-  if (absl::Status status = ValidateGenerationRequest(request, *model_); !status.ok()) {
-    return status;
-  }
+  PLACER_RETURN_IF_ERROR(ValidateGenerationRequest(request, *model_));
   if (request.max_new_tokens == 0) return FinishReason::kLength;
 
   auto job = std::make_shared<Job>(request, std::move(should_stop));

@@ -7,6 +7,7 @@
 #include "model/forward_runner.h"
 #include "model/small_batch_linear.h"
 #include "model/tensor_ops.h"
+#include "base/status_macros.h"
 
 namespace placer::model {
 namespace {
@@ -77,12 +78,12 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   const ArchitectureDescription architecture = DescribeGpt2(config);
-  auto runner = runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
-                                            runtime.plan, ComputeScalarType(runtime),
-                                            runtime.accounting, runtime.extra_hooks);
-  if (!runner.ok()) return runner.status();
-  auto model = std::make_unique<Gpt2>(config, *std::move(runner));
-  if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;
+  PLACER_ASSIGN_OR_RETURN(
+      auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
+                                                runtime.plan, ComputeScalarType(runtime),
+                                                runtime.accounting, runtime.extra_hooks));
+  auto model = std::make_unique<Gpt2>(config, std::move(runner));
+  PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
   return model;
 }
 

@@ -8,6 +8,7 @@
 #include "model/forward_runner.h"
 #include "model/rotary.h"
 #include "model/tensor_ops.h"
+#include "base/status_macros.h"
 
 namespace placer::model {
 namespace {
@@ -98,12 +99,12 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
   const loader::ModelConfig& config = checkpoint->config();
   const ArchitectureDescription architecture = DescribeLlamaFamily(config);
-  auto runner = runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
-                                            runtime.plan, ComputeScalarType(runtime),
-                                            runtime.accounting, runtime.extra_hooks);
-  if (!runner.ok()) return runner.status();
-  auto model = std::make_unique<Llama>(config, *std::move(runner));
-  if (absl::Status status = model->AllocateKvCache(runtime); !status.ok()) return status;
+  PLACER_ASSIGN_OR_RETURN(
+      auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
+                                                runtime.plan, ComputeScalarType(runtime),
+                                                runtime.accounting, runtime.extra_hooks));
+  auto model = std::make_unique<Llama>(config, std::move(runner));
+  PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
   return model;
 }
 

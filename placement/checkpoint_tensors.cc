@@ -3,27 +3,25 @@
 #include "loader/checkpoint_files.h"
 #include "loader/file_util.h"
 #include "loader/safetensors_header.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 
 absl::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::string& dir) {
   // The same files the loader opens (one discovery: loader/checkpoint_files.h).
-  absl::StatusOr<loader::CheckpointFiles> files = loader::FindCheckpointFiles(dir);
-  if (!files.ok()) return files.status();
+  PLACER_ASSIGN_OR_RETURN(loader::CheckpointFiles files, loader::FindCheckpointFiles(dir));
   CheckpointSummary summary;
-  absl::StatusOr<std::string> config_text = loader::ReadSmallFile(files->config_path);
-  if (!config_text.ok()) return config_text.status();
+  PLACER_ASSIGN_OR_RETURN(std::string config_text, loader::ReadSmallFile(files.config_path));
   absl::StatusOr<loader::ModelConfig> config =
-      loader::ParseModelConfig(*config_text, files->config_path);
+      loader::ParseModelConfig(config_text, files.config_path);
   if (!config.ok()) return config.status();
   summary.config = *std::move(config);
 
   std::vector<std::string> shards;
-  for (const std::string& name : files->shard_names) shards.push_back(dir + "/" + name);
+  for (const std::string& name : files.shard_names) shards.push_back(dir + "/" + name);
   for (const std::string& shard : shards) {
-    absl::StatusOr<loader::SafetensorsHeader> header = loader::ReadSafetensorsHeader(shard);
-    if (!header.ok()) return header.status();
-    for (const auto& [name, entry] : header->tensors) {
+    PLACER_ASSIGN_OR_RETURN(loader::SafetensorsHeader header, loader::ReadSafetensorsHeader(shard));
+    for (const auto& [name, entry] : header.tensors) {
       summary.tensors.push_back({name, entry.shape, entry.dtype, false});
     }
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 namespace {
@@ -112,10 +113,9 @@ absl::StatusOr<std::vector<DeviceInfo>> ProbeDevices(const InventoryOptions& opt
     const std::uint64_t bytes = *virtual_devices->cpu_bytes;
     devices.push_back({Device::Cpu(), "virtual host memory", bytes, bytes, true});
   } else {
-    absl::StatusOr<HostMemory> host = ReadHostMemory(options.meminfo_path);
-    if (!host.ok()) return host.status();
-    devices.push_back({Device::Cpu(), "host memory (MemAvailable)", host->total_bytes,
-                       host->available_bytes, false});
+    PLACER_ASSIGN_OR_RETURN(HostMemory host, ReadHostMemory(options.meminfo_path));
+    devices.push_back({Device::Cpu(), "host memory (MemAvailable)", host.total_bytes,
+                       host.available_bytes, false});
   }
 
   if (virtual_devices != nullptr && virtual_devices->disk_bytes) {
@@ -125,10 +125,9 @@ absl::StatusOr<std::vector<DeviceInfo>> ProbeDevices(const InventoryOptions& opt
                                                    : "virtual disk at " + options.offload_dir,
                        bytes, bytes, true});
   } else if (!options.offload_dir.empty()) {
-    absl::StatusOr<DiskSpace> disk = ProbeDiskSpace(options.offload_dir);
-    if (!disk.ok()) return disk.status();
+    PLACER_ASSIGN_OR_RETURN(DiskSpace disk, ProbeDiskSpace(options.offload_dir));
     devices.push_back({Device::Disk(), "offload dir " + options.offload_dir,
-                       disk->total_bytes, disk->free_bytes, false});
+                       disk.total_bytes, disk.free_bytes, false});
   }
   return devices;
 }

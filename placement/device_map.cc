@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/file_util.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 
@@ -86,9 +87,8 @@ absl::StatusOr<DeviceMap> ParseDeviceMapJson(absl::string_view json_text,
 }
 
 absl::StatusOr<DeviceMap> ReadDeviceMapFile(const std::string& path) {
-  absl::StatusOr<std::string> text = loader::ReadSmallFile(path, 64ull << 20);
-  if (!text.ok()) return text.status();
-  return ParseDeviceMapJson(*text, path);
+  PLACER_ASSIGN_OR_RETURN(std::string text, loader::ReadSmallFile(path, 64ull << 20));
+  return ParseDeviceMapJson(text, path);
 }
 
 }  // namespace placer::placement

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "placement/byte_size.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 namespace {
@@ -53,19 +54,17 @@ absl::StatusOr<std::vector<Entry>> ParseEntries(absl::string_view text,
 }  // namespace
 
 absl::StatusOr<std::map<Device, std::uint64_t>> ParseMaxMemory(absl::string_view text) {
-  absl::StatusOr<std::vector<Entry>> entries = ParseEntries(text, "--max-memory");
-  if (!entries.ok()) return entries.status();
+  PLACER_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParseEntries(text, "--max-memory"));
   std::map<Device, std::uint64_t> limits;
-  for (const Entry& entry : *entries) limits[entry.device] = entry.bytes;
+  for (const Entry& entry : entries) limits[entry.device] = entry.bytes;
   return limits;
 }
 
 absl::StatusOr<VirtualDevices> ParseVirtualDevices(absl::string_view text) {
-  absl::StatusOr<std::vector<Entry>> entries = ParseEntries(text, "--devices");
-  if (!entries.ok()) return entries.status();
+  PLACER_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParseEntries(text, "--devices"));
   VirtualDevices out;
   std::map<int, std::uint64_t> gpus;
-  for (const Entry& entry : *entries) {
+  for (const Entry& entry : entries) {
     auto error = [&](absl::string_view why) {
       return absl::InvalidArgumentError(
           absl::StrCat("--devices entry '", entry.text, "': ", why));

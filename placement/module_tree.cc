@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 namespace {
@@ -69,7 +70,7 @@ absl::StatusOr<ModuleTree> ModuleTree::Build(const ModuleTreeSpec& spec,
   std::vector<int> module_of_input(spec.tensors.size());
   for (std::size_t i = 0; i < spec.tensors.size(); ++i) {
     const TensorSpec& tensor = spec.tensors[i];
-    if (absl::Status status = CheckTensorName(tensor.name); !status.ok()) return status;
+    PLACER_RETURN_IF_ERROR(CheckTensorName(tensor.name));
     if (!seen_tensors.insert(tensor.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor '", tensor.name, "' is listed twice"));

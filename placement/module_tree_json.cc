@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/file_util.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 namespace {
@@ -79,9 +80,8 @@ absl::StatusOr<ModuleTreeSpec> ParseModuleTreeJson(absl::string_view json_text,
     return Error(file, "\"tensors\"", "required: a non-empty array of tensors");
   }
   for (std::size_t i = 0; i < tensors->size(); ++i) {
-    absl::StatusOr<TensorSpec> tensor = ParseTensor((*tensors)[i], i, file);
-    if (!tensor.ok()) return tensor.status();
-    spec.tensors.push_back(*std::move(tensor));
+    PLACER_ASSIGN_OR_RETURN(TensorSpec tensor, ParseTensor((*tensors)[i], i, file));
+    spec.tensors.push_back(std::move(tensor));
   }
   if (auto classes = root.find("module_classes"); classes != root.end()) {
     if (!classes->is_object()) {
@@ -126,9 +126,8 @@ absl::StatusOr<ModuleTreeSpec> ParseModuleTreeJson(absl::string_view json_text,
 }
 
 absl::StatusOr<ModuleTreeSpec> ReadModuleTreeFile(const std::string& path) {
-  absl::StatusOr<std::string> text = loader::ReadSmallFile(path);
-  if (!text.ok()) return text.status();
-  return ParseModuleTreeJson(*text, path);
+  PLACER_ASSIGN_OR_RETURN(std::string text, loader::ReadSmallFile(path));
+  return ParseModuleTreeJson(text, path);
 }
 
 }  // namespace placer::placement

@@ -13,6 +13,7 @@
 #include "placement/plan_report.h"
 #include "placement/planner.h"
 #include "placement/reserves.h"
+#include "base/status_macros.h"
 
 namespace placer::placement {
 namespace {
@@ -56,16 +57,14 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
     model.spec = *std::move(spec);
     return model;
   }
-  absl::StatusOr<CheckpointSummary> checkpoint = ReadCheckpointSummary(args.checkpoint_dir);
-  if (!checkpoint.ok()) return checkpoint.status();
-  const loader::ModelConfig& config = checkpoint->config;
-  absl::StatusOr<ServingLimits> serving = ServingLimitsFor(args.placement, config);
-  if (!serving.ok()) return serving.status();
-  const ServingLimits& limits = *serving;
+  PLACER_ASSIGN_OR_RETURN(CheckpointSummary checkpoint, ReadCheckpointSummary(args.checkpoint_dir));
+  const loader::ModelConfig& config = checkpoint.config;
+  PLACER_ASSIGN_OR_RETURN(ServingLimits serving, ServingLimitsFor(args.placement, config));
+  const ServingLimits& limits = serving;
   const loader::DType dtype =
-      model.compute_dtype.value_or(CheckpointDType(config, checkpoint->tensors));
+      model.compute_dtype.value_or(CheckpointDType(config, checkpoint.tensors));
   absl::StatusOr<ModuleTreeSpec> spec = ModuleTreeSpecForModel(
-      config, checkpoint->tensors, KvCacheBytesPerLayer(config, limits, dtype));
+      config, checkpoint.tensors, KvCacheBytesPerLayer(config, limits, dtype));
   if (!spec.ok()) return spec.status();
   model.spec = *std::move(spec);
   model.activation_reserve_bytes = ActivationReserveBytes(config, limits, dtype);
@@ -113,39 +112,34 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   inventory.gpu_probe = args.placement.gpu_probe;
   inventory.offload_dir = args.placement.offload_dir;
   inventory.meminfo_path = args.placement.meminfo_path;
-  absl::StatusOr<std::vector<DeviceInfo>> devices = ProbeDevices(inventory);
-  if (!devices.ok()) return devices.status();
+  PLACER_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ProbeDevices(inventory));
 
   BudgetOptions budget_options;
   budget_options.gpu_memory_utilization = args.placement.gpu_memory_utilization;
   if (!args.placement.max_memory.empty()) {
-    absl::StatusOr<std::map<Device, std::uint64_t>> limits = ParseMaxMemory(args.placement.max_memory);
-    if (!limits.ok()) return limits.status();
-    budget_options.max_memory = *limits;
+    PLACER_ASSIGN_OR_RETURN(auto limits, ParseMaxMemory(args.placement.max_memory));
+    budget_options.max_memory = limits;
   }
-  absl::StatusOr<std::vector<DeviceBudget>> budgets = ComputeBudgets(*devices, budget_options);
-  if (!budgets.ok()) return budgets.status();
+  PLACER_ASSIGN_OR_RETURN(std::vector<DeviceBudget> budgets,
+                          ComputeBudgets(devices, budget_options));
 
-  absl::StatusOr<ModelToPlan> model = LoadModel(args);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<ModuleTree> tree = ModuleTree::Build(model->spec, model->compute_dtype);
-  if (!tree.ok()) return tree.status();
+  PLACER_ASSIGN_OR_RETURN(ModelToPlan model, LoadModel(args));
+  PLACER_ASSIGN_OR_RETURN(ModuleTree tree, ModuleTree::Build(model.spec, model.compute_dtype));
 
   absl::StatusOr<Plan> plan;
   if (!args.placement.device_map_path.empty()) {
-    absl::StatusOr<DeviceMap> map = ReadDeviceMapFile(args.placement.device_map_path);
-    if (!map.ok()) return map.status();
-    plan = ValidateDeviceMap(*tree, *map, *budgets, model->activation_reserve_bytes);
+    PLACER_ASSIGN_OR_RETURN(DeviceMap map, ReadDeviceMapFile(args.placement.device_map_path));
+    plan = ValidateDeviceMap(tree, map, budgets, model.activation_reserve_bytes);
   } else {
     PlanOptions options;
     options.strategy = *strategy;
-    options.activation_reserve_bytes = model->activation_reserve_bytes;
-    plan = PlanPlacement(*tree, *budgets, options);
+    options.activation_reserve_bytes = model.activation_reserve_bytes;
+    plan = PlanPlacement(tree, budgets, options);
   }
   if (!plan.ok()) return plan.status();
-  plan->sizing.limits = model->limits;
-  plan->sizing.kv_cache_blocks = model->kv_cache_blocks;
-  plan->sizing.compute_dtype = model->compute_dtype;
+  plan->sizing.limits = model.limits;
+  plan->sizing.kv_cache_blocks = model.kv_cache_blocks;
+  plan->sizing.compute_dtype = model.compute_dtype;
   plan->sizing.virtual_gpus = !args.placement.devices.empty();
   plan->sizing.prefetch = args.placement.prefetch;
   plan->sizing.offload_dir = args.placement.offload_dir;
@@ -157,12 +151,11 @@ absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out) {
     return absl::InvalidArgumentError(
         absl::StrCat("--format '", args.format, "': expected table or json"));
   }
-  absl::StatusOr<Plan> plan = BuildPlan(args);
-  if (!plan.ok()) return plan.status();
+  PLACER_ASSIGN_OR_RETURN(Plan plan, BuildPlan(args));
   if (args.format == "json") {
-    out << PlanToJson(*plan).dump(2) << "\n";
+    out << PlanToJson(plan).dump(2) << "\n";
   } else {
-    out << PlanToTable(*plan);
+    out << PlanToTable(plan);
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include "runtime/compute_timing_hook.h"
 #include "runtime/disk_readahead_hook.h"
 #include "runtime/stage_weights_hook.h"
+#include "base/status_macros.h"
 
 namespace placer::runtime {
 
@@ -14,16 +15,16 @@ absl::StatusOr<std::unique_ptr<BlockRunner>> BlockRunner::Create(
     const RuntimePlan& plan, at::ScalarType dtype, std::shared_ptr<RuntimeAccounting> accounting,
     std::vector<std::shared_ptr<BlockHook>> extra_hooks) {
   std::unique_ptr<BlockRunner> runner(new BlockRunner(plan.virtual_gpus, std::move(accounting)));
-  auto bound = BindBlocks(checkpoint, std::move(blocks), plan, dtype, runner->accounting_.get());
-  if (!bound.ok()) return bound.status();
-  runner->blocks_ = *std::move(bound);
+  PLACER_ASSIGN_OR_RETURN(auto bound, BindBlocks(checkpoint, std::move(blocks), plan, dtype,
+                                                 runner->accounting_.get()));
+  runner->blocks_ = std::move(bound);
 
   runner->hooks_.push_back(std::make_shared<AlignDevicesHook>(runner->transfer_));
-  auto staging = StageWeightsHook::Create(runner->blocks_, runner->transfer_,
-                                          runner->accounting_.get(), plan.execution_device,
-                                          plan.prefetch);
-  if (!staging.ok()) return staging.status();
-  if (*staging != nullptr) runner->hooks_.push_back(*std::move(staging));
+  PLACER_ASSIGN_OR_RETURN(
+      auto staging,
+      StageWeightsHook::Create(runner->blocks_, runner->transfer_, runner->accounting_.get(),
+                               plan.execution_device, plan.prefetch));
+  if (staging != nullptr) runner->hooks_.push_back(std::move(staging));
   if (plan.prefetch && std::any_of(runner->blocks_.begin(), runner->blocks_.end(), RunsFromDisk)) {
     runner->hooks_.push_back(std::make_shared<DiskReadaheadHook>(runner->blocks_));
   }

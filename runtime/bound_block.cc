@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/offload_store.h"
+#include "base/status_macros.h"
 
 namespace placer::runtime {
 namespace {
@@ -41,11 +42,10 @@ class WeightReader {
   absl::StatusOr<at::Tensor> Read(const std::string& name, const Device& device) {
     const auto key = std::make_pair(name, device.Name());
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    absl::StatusOr<at::Tensor> tensor = ReadUncached(name, device);
-    if (!tensor.ok()) return tensor.status();
+    PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, ReadUncached(name, device));
     accounting_->AddMemory(device.Name(), MemoryKind::kWeights,
-                           static_cast<int64_t>(Bytes(*tensor)));
-    cache_.emplace(key, *tensor);
+                           static_cast<int64_t>(Bytes(tensor)));
+    cache_.emplace(key, tensor);
     return tensor;
   }
 
@@ -101,19 +101,18 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
                                                 " needs tensor ", tensor.name,
                                                 ", which the checkpoint does not have"));
       }
-      absl::StatusOr<Device> device = plan.DeviceOf(tensor.name);
-      if (!device.ok()) return device.status();
+      PLACER_ASSIGN_OR_RETURN(Device device, plan.DeviceOf(tensor.name));
       if (first) {
-        bound.weights_device = *device;
+        bound.weights_device = device;
         first_tensor = tensor.name;
         first = false;
-      } else if (*device != bound.weights_device) {
+      } else if (device != bound.weights_device) {
         return absl::InvalidArgumentError(absl::StrCat(
             "device map: block ", spec.module, " is split between ",
-            bound.weights_device.Name(), " (", first_tensor, ") and ", device->Name(), " (",
+            bound.weights_device.Name(), " (", first_tensor, ") and ", device.Name(), " (",
             tensor.name, "); a block must stay on one device"));
       }
-      if (device->kind == DeviceKind::kDisk && !StoredAs(*checkpoint, tensor.name, dtype)) {
+      if (device.kind == DeviceKind::kDisk && !StoredAs(*checkpoint, tensor.name, dtype)) {
         converted_on_disk.push_back(tensor.name);
       }
     }
@@ -139,9 +138,9 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
           "tensor ", converted_on_disk.front(),
           " goes to disk in a dtype other than the one stored, which needs --offload-dir"));
     }
-    auto store = loader::OffloadStore::Open(checkpoint, plan.offload_dir, converted_on_disk, dtype);
-    if (!store.ok()) return store.status();
-    reader.set_offload_store(*std::move(store));
+    PLACER_ASSIGN_OR_RETURN(auto store, loader::OffloadStore::Open(checkpoint, plan.offload_dir,
+                                                                   converted_on_disk, dtype));
+    reader.set_offload_store(std::move(store));
   }
   try {
     for (BoundBlock& block : bound_blocks) {
@@ -150,9 +149,8 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
           block.weights.emplace_back();
           continue;
         }
-        absl::StatusOr<at::Tensor> read = reader.Read(tensor.name, block.weights_device);
-        if (!read.ok()) return read.status();
-        block.weights.push_back(*std::move(read));
+        PLACER_ASSIGN_OR_RETURN(at::Tensor read, reader.Read(tensor.name, block.weights_device));
+        block.weights.push_back(std::move(read));
       }
     }
   } catch (const c10::Error& e) {

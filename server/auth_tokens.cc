@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
+#include "base/status_macros.h"
 
 namespace placer::server {
 
@@ -53,18 +54,16 @@ bool BearerTokens::Accepts(absl::string_view presented) const {
 }
 
 absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& path) {
-  auto tokens = BearerTokens::Load(path);
-  if (!tokens.ok()) return tokens.status();
-  return std::unique_ptr<TokenStore>(new TokenStore(path, *std::move(tokens)));
+  PLACER_ASSIGN_OR_RETURN(auto tokens, BearerTokens::Load(path));
+  return std::unique_ptr<TokenStore>(new TokenStore(path, std::move(tokens)));
 }
 
 TokenStore::TokenStore(std::string path, BearerTokens tokens)
     : path_(std::move(path)), tokens_(std::make_shared<const BearerTokens>(std::move(tokens))) {}
 
 absl::Status TokenStore::Reload() {
-  auto tokens = BearerTokens::Load(path_);
-  if (!tokens.ok()) return tokens.status();
-  auto fresh = std::make_shared<const BearerTokens>(*std::move(tokens));
+  PLACER_ASSIGN_OR_RETURN(auto tokens, BearerTokens::Load(path_));
+  auto fresh = std::make_shared<const BearerTokens>(std::move(tokens));
   std::lock_guard<std::mutex> lock(mutex_);
   tokens_ = std::move(fresh);
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "server/model_loading.h"
 #include "server/nv_gpu_metrics.h"
 #include "server/served_model_metrics.h"
+#include "base/status_macros.h"
 
 namespace placer::server {
 namespace {
@@ -41,15 +42,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (!status.ok()) return status;
   }
 
-  auto tls = LoadTlsFiles(options.tls_cert, options.tls_key, options.tls_client_ca);
-  if (!tls.ok()) return tls.status();
+  PLACER_ASSIGN_OR_RETURN(auto tls,
+                          LoadTlsFiles(options.tls_cert, options.tls_key, options.tls_client_ca));
   if (!options.auth_token_file.empty()) {
-    auto tokens = TokenStore::Open(options.auth_token_file);
-    if (!tokens.ok()) return tokens.status();
-    daemon->tokens_ = *std::move(tokens);
+    PLACER_ASSIGN_OR_RETURN(auto tokens, TokenStore::Open(options.auth_token_file));
+    daemon->tokens_ = std::move(tokens);
     daemon->auth_ = std::make_unique<BearerAuth>(daemon->tokens_.get(), &daemon->metrics_);
   }
-  if (!tls->has_value() && !IsLoopback(options.listen)) {
+  if (!tls.has_value() && !IsLoopback(options.listen)) {
     spdlog::warn("--listen {} is reachable from other machines but serves plaintext: "
                  "give --tls-cert and --tls-key", options.listen);
   }
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   // Linux lets two processes share a port with SO_REUSEPORT, which would hide a port clash.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_request_bytes);
-  builder.AddListeningPort(options.listen, MakeServerCredentials(*tls, daemon->auth_.get()),
+  builder.AddListeningPort(options.listen, MakeServerCredentials(tls, daemon->auth_.get()),
                            &daemon->grpc_port_);
   builder.RegisterService(&daemon->service_);
   builder.RegisterService(&daemon->health_);
@@ -85,8 +85,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
   spdlog::info("placerd {} ({}) listening on {} (port {}, {}, {}), metrics on {}", PLACER_VERSION,
                PLACER_GIT_COMMIT, options.listen, daemon->grpc_port_,
-               !tls->has_value()                   ? "plaintext"
-               : (*tls)->client_ca_pem.empty() ? "TLS"
+               !tls.has_value()                   ? "plaintext"
+               : tls->client_ca_pem.empty() ? "TLS"
                                                    : "TLS with client certificates",
                daemon->tokens_ ? "bearer tokens required" : "no token check",
                options.metrics_listen.empty() ? "(disabled)" : options.metrics_listen);

@@ -10,6 +10,7 @@
 #include "model/causal_lm.h"
 #include "model/generation_defaults.h"
 #include "model/tokenizer/tokenizer.h"
+#include "base/status_macros.h"
 
 namespace placer::server {
 namespace {
@@ -46,39 +47,38 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
 
   // Open validates the whole checkpoint from its headers (no tensor data), so every file
   // error is reported by the loader before planning reads the same headers again.
-  auto checkpoint = loader::Checkpoint::Open(dir);
-  if (!checkpoint.ok()) return checkpoint.status();
+  PLACER_ASSIGN_OR_RETURN(auto checkpoint, loader::Checkpoint::Open(dir));
 
   placement.gpu_probe = placement::CudaGpuProbe();
-  auto plan = placement::BuildPlan({dir, "", "table", placement});
-  if (!plan.ok()) return plan.status();
-  spdlog::info("placement plan:\n{}", placement::PlanToTable(*plan));
+  PLACER_ASSIGN_OR_RETURN(auto plan, placement::BuildPlan({dir, "", "table", placement}));
+  spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
 
   std::vector<std::string> device_names;
-  for (const placement::DevicePlan& device : plan->devices) device_names.push_back(device.device.Name());
+  for (const placement::DevicePlan& device : plan.devices)
+    device_names.push_back(device.device.Name());
   auto accounting = std::make_shared<runtime::RuntimeAccounting>(device_names);
-  auto model = model::LoadPlacedModel(*checkpoint, *plan, accounting);
+  auto model = model::LoadPlacedModel(checkpoint, plan, accounting);
   if (!model.ok()) return model.status();
 
   ModelSnapshot snapshot;
   snapshot.state = ModelState::kReady;
   snapshot.path = dir;
-  snapshot.architecture = std::string(loader::ArchitectureName((*checkpoint)->config().architecture));
-  snapshot.dtype = std::string(loader::DTypeName((*checkpoint)->dtype()));
-  snapshot.compute_dtype = std::string(loader::DTypeName(*plan->sizing.compute_dtype));
-  snapshot.limits = plan->sizing.limits;
-  snapshot.parameter_count = static_cast<uint64_t>((*checkpoint)->parameter_count());
-  LoadTokenizer(**checkpoint, &snapshot);
+  snapshot.architecture = std::string(loader::ArchitectureName(checkpoint->config().architecture));
+  snapshot.dtype = std::string(loader::DTypeName(checkpoint->dtype()));
+  snapshot.compute_dtype = std::string(loader::DTypeName(*plan.sizing.compute_dtype));
+  snapshot.limits = plan.sizing.limits;
+  snapshot.parameter_count = static_cast<uint64_t>(checkpoint->parameter_count());
+  LoadTokenizer(*checkpoint, &snapshot);
   snapshot.model = std::move(*model);
-  snapshot.generation = model::ReadGenerationDefaults(**checkpoint);
-  for (const auto& [module, device] : plan->device_map) {
+  snapshot.generation = model::ReadGenerationDefaults(*checkpoint);
+  for (const auto& [module, device] : plan.device_map) {
     // GPUs are integers in Hugging Face's maps; the proto map holds them as "0", "1", ...
     const nlohmann::json hf_device = placement::DeviceToHfJson(device);
     snapshot.device_map.emplace_back(
         module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
   }
   snapshot.accounting = accounting;
-  for (const placement::DevicePlan& device : plan->devices) {
+  for (const placement::DevicePlan& device : plan.devices) {
     snapshot.devices.push_back({device.device.Name(), device.total_bytes, device.free_bytes,
                                 device.weights_bytes, device.kv_reserve_bytes,
                                 device.reserved_bytes()});

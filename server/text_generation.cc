@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::server {
 namespace {
@@ -31,7 +32,7 @@ absl::Status CheckStopStrings(const v1::SamplingParams& params, const TextLimits
                                                      " bytes, at most ", limits.max_stop_bytes,
                                                      " are allowed"));
     }
-    if (absl::Status status = tokenizer::CheckUtf8(stop, field); !status.ok()) return status;
+    PLACER_RETURN_IF_ERROR(tokenizer::CheckUtf8(stop, field));
   }
   return absl::OkStatus();
 }
@@ -42,11 +43,9 @@ absl::StatusOr<std::vector<int32_t>> ResolvePrompt(const v1::GenerateRequest& re
                                                    const ModelSnapshot& model,
                                                    const TextLimits& limits) {
   const v1::SamplingParams& params = request.params();
-  if (absl::Status status = CheckStopStrings(params, limits); !status.ok()) return status;
+  PLACER_RETURN_IF_ERROR(CheckStopStrings(params, limits));
   if (!request.prompt().empty()) {
-    if (absl::Status status = tokenizer::CheckUtf8(request.prompt(), "prompt"); !status.ok()) {
-      return status;
-    }
+    PLACER_RETURN_IF_ERROR(tokenizer::CheckUtf8(request.prompt(), "prompt"));
   }
   const bool needs_tokenizer = !request.prompt().empty() || params.stop_size() > 0;
   if (needs_tokenizer && model.tokenizer == nullptr) {
@@ -69,9 +68,9 @@ absl::StatusOr<std::vector<int32_t>> ResolvePrompt(const v1::GenerateRequest& re
 absl::Status TokenizeText(const ModelSnapshot& model, const v1::TokenizeRequest& request,
                           v1::TokenizeResponse* response) {
   if (model.tokenizer == nullptr) return NoTokenizer(model, "text");
-  auto ids = model.tokenizer->Encode(request.text(), request.add_special_tokens());
-  if (!ids.ok()) return ids.status();
-  for (const int32_t id : *ids) {
+  PLACER_ASSIGN_OR_RETURN(auto ids,
+                          model.tokenizer->Encode(request.text(), request.add_special_tokens()));
+  for (const int32_t id : ids) {
     response->add_token_ids(id);
     response->add_tokens(model.tokenizer->TokenText(id).value_or(""));
   }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace placer::server {
 namespace {
@@ -69,12 +70,10 @@ absl::StatusOr<std::optional<TlsFiles>> LoadTlsFiles(const std::string& cert_pat
     ~ClearOpenSslErrors() { ERR_clear_error(); }
   } clear_errors;
   TlsFiles files;
-  auto cert = ReadFile("--tls-cert", cert_path);
-  if (!cert.ok()) return cert.status();
-  files.cert_chain_pem = *std::move(cert);
-  auto key = ReadFile("--tls-key", key_path);
-  if (!key.ok()) return key.status();
-  files.private_key_pem = *std::move(key);
+  PLACER_ASSIGN_OR_RETURN(auto cert, ReadFile("--tls-cert", cert_path));
+  files.cert_chain_pem = std::move(cert);
+  PLACER_ASSIGN_OR_RETURN(auto key, ReadFile("--tls-key", key_path));
+  files.private_key_pem = std::move(key);
 
   auto certificate = FirstCertificate(files.cert_chain_pem);
   if (certificate == nullptr) {
@@ -90,9 +89,8 @@ absl::StatusOr<std::optional<TlsFiles>> LoadTlsFiles(const std::string& cert_pat
     return Bad("--tls-key", key_path, absl::StrCat("does not match the certificate in ", cert_path));
   }
   if (!client_ca_path.empty()) {
-    auto ca = ReadFile("--tls-client-ca", client_ca_path);
-    if (!ca.ok()) return ca.status();
-    files.client_ca_pem = *std::move(ca);
+    PLACER_ASSIGN_OR_RETURN(auto ca, ReadFile("--tls-client-ca", client_ca_path));
+    files.client_ca_pem = std::move(ca);
     if (FirstCertificate(files.client_ca_pem) == nullptr) {
       return Bad("--tls-client-ca", client_ca_path, "no PEM certificate in the file");
     }

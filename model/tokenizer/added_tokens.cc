@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 namespace {
@@ -19,14 +20,12 @@ absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& value,
   for (std::size_t i = 0; i < value.size(); ++i) {
     const std::string item_path = IndexPath(path, i);
     const nlohmann::json& item = value[i];
-    auto id = IntField(item, item_path, "id");
-    if (!id.ok()) return id.status();
-    if (*id < 0 || *id >= kMaxTokenId) {
+    PLACER_ASSIGN_OR_RETURN(auto id, IntField(item, item_path, "id"));
+    if (id < 0 || id >= kMaxTokenId) {
       return JsonError(JoinPath(item_path, "id"), absl::StrCat("must be in [0, ", kMaxTokenId, ")"));
     }
-    auto content = StringField(item, item_path, "content");
-    if (!content.ok()) return content.status();
-    if (content->empty() || !IsValidUtf8(*content)) {
+    PLACER_ASSIGN_OR_RETURN(auto content, StringField(item, item_path, "content"));
+    if (content.empty() || !IsValidUtf8(content)) {
       return JsonError(JoinPath(item_path, "content"), "must be non-empty UTF-8");
     }
     auto special = BoolField(item, item_path, "special", false);
@@ -35,7 +34,7 @@ absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& value,
     for (const absl::Status& status : {special.status(), lstrip.status(), rstrip.status()}) {
       if (!status.ok()) return status;
     }
-    AddedToken token{static_cast<std::int32_t>(*id), *content, *special, *lstrip, *rstrip};
+    AddedToken token{static_cast<std::int32_t>(id), content, *special, *lstrip, *rstrip};
     // A content listed twice keeps its first entry, like the matcher would.
     if (added.by_content_.count(token.content)) continue;
     added.tokens_.push_back(std::move(token));

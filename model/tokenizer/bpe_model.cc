@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 namespace {
@@ -37,11 +38,10 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseMerge(const nlohmann::j
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& model,
                                                              absl::string_view path) {
-  auto type = StringField(model, path, "type", "BPE");
-  if (!type.ok()) return type.status();
-  if (*type != "BPE") {
+  PLACER_ASSIGN_OR_RETURN(auto type, StringField(model, path, "type", "BPE"));
+  if (type != "BPE") {
     return JsonError(JoinPath(path, "type"),
-                     absl::StrCat("model '", *type, "' is not supported (BPE only)"));
+                     absl::StrCat("model '", type, "' is not supported (BPE only)"));
   }
   std::unique_ptr<BpeModel> bpe(new BpeModel);
   const std::string vocab_path = JoinPath(path, "vocab");
@@ -76,18 +76,16 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     }
   }
 
-  auto merges = ArrayField(model, path, "merges");
-  if (!merges.ok()) return merges.status();
+  PLACER_ASSIGN_OR_RETURN(auto merges, ArrayField(model, path, "merges"));
   const std::string merges_path = JoinPath(path, "merges");
-  for (std::size_t rank = 0; rank < (*merges)->size(); ++rank) {
+  for (std::size_t rank = 0; rank < merges->size(); ++rank) {
     const std::string entry_path = IndexPath(merges_path, rank);
-    auto pair = ParseMerge((**merges)[rank], entry_path);
-    if (!pair.ok()) return pair.status();
-    const auto left = bpe->vocab_.find(pair->first);
-    const auto right = bpe->vocab_.find(pair->second);
-    const auto merged = bpe->vocab_.find(pair->first + pair->second);
+    PLACER_ASSIGN_OR_RETURN(auto pair, ParseMerge((*merges)[rank], entry_path));
+    const auto left = bpe->vocab_.find(pair.first);
+    const auto right = bpe->vocab_.find(pair.second);
+    const auto merged = bpe->vocab_.find(pair.first + pair.second);
     if (left == bpe->vocab_.end() || right == bpe->vocab_.end() || merged == bpe->vocab_.end()) {
-      return JsonError(entry_path, absl::StrCat("'", pair->first, "', '", pair->second,
+      return JsonError(entry_path, absl::StrCat("'", pair.first, "', '", pair.second,
                                                 "' or their merge is not in the vocabulary"));
     }
     // A pair listed twice keeps its first (lowest) rank.
@@ -95,13 +93,12 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
                          Merge{static_cast<std::int32_t>(rank), merged->second});
   }
 
-  auto unk = StringField(model, path, "unk_token", "");
-  if (!unk.ok()) return unk.status();
-  if (!unk->empty()) {
-    const auto found = bpe->vocab_.find(*unk);
+  PLACER_ASSIGN_OR_RETURN(auto unk, StringField(model, path, "unk_token", ""));
+  if (!unk.empty()) {
+    const auto found = bpe->vocab_.find(unk);
     if (found == bpe->vocab_.end()) {
       return JsonError(JoinPath(path, "unk_token"),
-                       absl::StrCat("'", *unk, "' is not in the vocabulary"));
+                       absl::StrCat("'", unk, "' is not in the vocabulary"));
     }
     bpe->unk_id_ = found->second;
   }

@@ -11,6 +11,7 @@
 #include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/unicode_regex.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 namespace {
@@ -79,11 +80,10 @@ class Replace final : public Normalizer {
       if (literal_.empty()) return text;
       return absl::StrReplaceAll(text, {{literal_, content_}});
     }
-    auto matches = regex_->FindAll(text);
-    if (!matches.ok()) return matches.status();
+    PLACER_ASSIGN_OR_RETURN(auto matches, regex_->FindAll(text));
     std::string out;
     std::size_t copied = 0;
-    for (const auto& [begin, end] : *matches) {
+    for (const auto& [begin, end] : matches) {
       out.append(text, copied, begin - copied);
       out += content_;
       copied = end;
@@ -117,9 +117,8 @@ class Sequence final : public Normalizer {
   explicit Sequence(std::vector<std::unique_ptr<Normalizer>> steps) : steps_(std::move(steps)) {}
   absl::StatusOr<std::string> Apply(std::string text) const override {
     for (const auto& step : steps_) {
-      auto next = step->Apply(std::move(text));
-      if (!next.ok()) return next.status();
-      text = *std::move(next);
+      PLACER_ASSIGN_OR_RETURN(auto next, step->Apply(std::move(text)));
+      text = std::move(next);
     }
     return text;
   }
@@ -135,55 +134,48 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Build(const nlohmann::json& value,
                                                   absl::string_view path, int depth) {
   if (value.is_null()) return nullptr;
   if (depth > kMaxDepth) return JsonError(path, "nested too deeply");
-  auto type = TypeField(value, path);
-  if (!type.ok()) return type.status();
-  if (*type == "NFC") return std::make_unique<UnicodeNormalizer>(Form::kNfc);
-  if (*type == "NFD") return std::make_unique<UnicodeNormalizer>(Form::kNfd);
-  if (*type == "NFKC") return std::make_unique<UnicodeNormalizer>(Form::kNfkc);
-  if (*type == "NFKD") return std::make_unique<UnicodeNormalizer>(Form::kNfkd);
-  if (*type == "Lowercase") return std::make_unique<Lowercase>();
-  if (*type == "Prepend") {
-    auto prefix = StringField(value, path, "prepend");
-    if (!prefix.ok()) return prefix.status();
-    if (!IsValidUtf8(*prefix)) return JsonError(JoinPath(path, "prepend"), "invalid UTF-8");
-    return std::make_unique<Prepend>(*std::move(prefix));
+  PLACER_ASSIGN_OR_RETURN(auto type, TypeField(value, path));
+  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(Form::kNfc);
+  if (type == "NFD") return std::make_unique<UnicodeNormalizer>(Form::kNfd);
+  if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(Form::kNfkc);
+  if (type == "NFKD") return std::make_unique<UnicodeNormalizer>(Form::kNfkd);
+  if (type == "Lowercase") return std::make_unique<Lowercase>();
+  if (type == "Prepend") {
+    PLACER_ASSIGN_OR_RETURN(auto prefix, StringField(value, path, "prepend"));
+    if (!IsValidUtf8(prefix)) return JsonError(JoinPath(path, "prepend"), "invalid UTF-8");
+    return std::make_unique<Prepend>(std::move(prefix));
   }
-  if (*type == "Replace") {
-    auto pattern = PatternField(value, path, "pattern");
-    if (!pattern.ok()) return pattern.status();
-    auto content = StringField(value, path, "content");
-    if (!content.ok()) return content.status();
-    if (!IsValidUtf8(*content) || !IsValidUtf8(pattern->text)) {
+  if (type == "Replace") {
+    PLACER_ASSIGN_OR_RETURN(auto pattern, PatternField(value, path, "pattern"));
+    PLACER_ASSIGN_OR_RETURN(auto content, StringField(value, path, "content"));
+    if (!IsValidUtf8(content) || !IsValidUtf8(pattern.text)) {
       return JsonError(path, "invalid UTF-8 in pattern or content");
     }
     std::shared_ptr<const UnicodeRegex> regex;
-    if (pattern->is_regex) {
-      auto compiled = UnicodeRegex::Compile(pattern->text, JoinPath(path, "pattern"));
-      if (!compiled.ok()) return compiled.status();
-      regex = *std::move(compiled);
+    if (pattern.is_regex) {
+      PLACER_ASSIGN_OR_RETURN(auto compiled,
+                              UnicodeRegex::Compile(pattern.text, JoinPath(path, "pattern")));
+      regex = std::move(compiled);
     }
-    return std::make_unique<Replace>(pattern->text, std::move(regex), *std::move(content));
+    return std::make_unique<Replace>(pattern.text, std::move(regex), std::move(content));
   }
-  if (*type == "Strip") {
-    auto left = BoolField(value, path, "strip_left", true);
-    if (!left.ok()) return left.status();
-    auto right = BoolField(value, path, "strip_right", true);
-    if (!right.ok()) return right.status();
-    return std::make_unique<Strip>(*left, *right);
+  if (type == "Strip") {
+    PLACER_ASSIGN_OR_RETURN(auto left, BoolField(value, path, "strip_left", true));
+    PLACER_ASSIGN_OR_RETURN(auto right, BoolField(value, path, "strip_right", true));
+    return std::make_unique<Strip>(left, right);
   }
-  if (*type == "Sequence") {
-    auto items = ArrayField(value, path, "normalizers");
-    if (!items.ok()) return items.status();
+  if (type == "Sequence") {
+    PLACER_ASSIGN_OR_RETURN(auto items, ArrayField(value, path, "normalizers"));
     std::vector<std::unique_ptr<Normalizer>> steps;
-    for (std::size_t i = 0; i < (*items)->size(); ++i) {
-      auto step = Build((**items)[i], IndexPath(JoinPath(path, "normalizers"), i), depth + 1);
-      if (!step.ok()) return step.status();
-      if (*step != nullptr) steps.push_back(*std::move(step));
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      PLACER_ASSIGN_OR_RETURN(
+          auto step, Build((*items)[i], IndexPath(JoinPath(path, "normalizers"), i), depth + 1));
+      if (step != nullptr) steps.push_back(std::move(step));
     }
     return std::make_unique<Sequence>(std::move(steps));
   }
   return JsonError(JoinPath(path, "type"),
-                   absl::StrCat("normalizer '", *type,
+                   absl::StrCat("normalizer '", type,
                                 "' is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, "
                                 "Prepend, Replace, Strip, Sequence)"));
 }

@@ -7,6 +7,7 @@
 #include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/unicode_regex.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 
@@ -53,9 +54,8 @@ absl::Status SplitEach(std::vector<Piece>* pieces, const Matcher& matcher, Split
                        bool invert) {
   std::vector<Piece> out;
   for (const Piece& piece : *pieces) {
-    auto matches = matcher.Find(piece.text);
-    if (!matches.ok()) return matches.status();
-    for (Piece& split : SplitAtMatches(piece, *matches, behavior, invert)) {
+    PLACER_ASSIGN_OR_RETURN(auto matches, matcher.Find(piece.text));
+    for (Piece& split : SplitAtMatches(piece, matches, behavior, invert)) {
       out.push_back(std::move(split));
     }
   }
@@ -165,86 +165,76 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> Build(const nlohmann::json& value,
                                                     absl::string_view path, int depth) {
   if (value.is_null()) return nullptr;
   if (depth > kMaxDepth) return JsonError(path, "nested too deeply");
-  auto type = TypeField(value, path);
-  if (!type.ok()) return type.status();
-  if (*type == "ByteLevel") {
-    auto add_prefix_space = BoolField(value, path, "add_prefix_space", true);
-    if (!add_prefix_space.ok()) return add_prefix_space.status();
-    auto use_regex = BoolField(value, path, "use_regex", true);
-    if (!use_regex.ok()) return use_regex.status();
+  PLACER_ASSIGN_OR_RETURN(auto type, TypeField(value, path));
+  if (type == "ByteLevel") {
+    PLACER_ASSIGN_OR_RETURN(auto add_prefix_space,
+                            BoolField(value, path, "add_prefix_space", true));
+    PLACER_ASSIGN_OR_RETURN(auto use_regex, BoolField(value, path, "use_regex", true));
     std::shared_ptr<const UnicodeRegex> split;
-    if (*use_regex) {
-      auto compiled = UnicodeRegex::Compile(kGpt2SplitPattern, path);
-      if (!compiled.ok()) return compiled.status();
-      split = *std::move(compiled);
+    if (use_regex) {
+      PLACER_ASSIGN_OR_RETURN(auto compiled, UnicodeRegex::Compile(kGpt2SplitPattern, path));
+      split = std::move(compiled);
     }
-    return std::make_unique<ByteLevel>(*add_prefix_space, std::move(split));
+    return std::make_unique<ByteLevel>(add_prefix_space, std::move(split));
   }
-  if (*type == "Metaspace") {
-    auto replacement = StringField(value, path, "replacement", "\xE2\x96\x81");
-    if (!replacement.ok()) return replacement.status();
-    if (replacement->empty() || SplitCodePoints(*replacement).size() != 1 ||
-        !IsValidUtf8(*replacement)) {
+  if (type == "Metaspace") {
+    PLACER_ASSIGN_OR_RETURN(auto replacement,
+                            StringField(value, path, "replacement", "\xE2\x96\x81"));
+    if (replacement.empty() || SplitCodePoints(replacement).size() != 1 ||
+        !IsValidUtf8(replacement)) {
       return JsonError(JoinPath(path, "replacement"), "must be one character");
     }
     // Older files say add_prefix_space; newer ones prepend_scheme.
-    auto add_prefix_space = BoolField(value, path, "add_prefix_space", true);
-    if (!add_prefix_space.ok()) return add_prefix_space.status();
-    auto scheme_name =
-        StringField(value, path, "prepend_scheme", *add_prefix_space ? "always" : "never");
-    if (!scheme_name.ok()) return scheme_name.status();
+    PLACER_ASSIGN_OR_RETURN(auto add_prefix_space,
+                            BoolField(value, path, "add_prefix_space", true));
+    PLACER_ASSIGN_OR_RETURN(auto scheme_name, StringField(value, path, "prepend_scheme",
+                                                          add_prefix_space ? "always" : "never"));
     PrependScheme scheme = PrependScheme::kAlways;
-    if (*scheme_name == "first") {
+    if (scheme_name == "first") {
       scheme = PrependScheme::kFirst;
-    } else if (*scheme_name == "never") {
+    } else if (scheme_name == "never") {
       scheme = PrependScheme::kNever;
-    } else if (*scheme_name != "always") {
+    } else if (scheme_name != "always") {
       return JsonError(JoinPath(path, "prepend_scheme"), "expected always, first or never");
     }
-    auto split = BoolField(value, path, "split", true);
-    if (!split.ok()) return split.status();
-    return std::make_unique<Metaspace>(*std::move(replacement), scheme, *split);
+    PLACER_ASSIGN_OR_RETURN(auto split, BoolField(value, path, "split", true));
+    return std::make_unique<Metaspace>(std::move(replacement), scheme, split);
   }
-  if (*type == "Split") {
-    auto pattern = PatternField(value, path, "pattern");
-    if (!pattern.ok()) return pattern.status();
-    auto behavior_name = StringField(value, path, "behavior");
-    if (!behavior_name.ok()) return behavior_name.status();
-    auto behavior = ParseBehavior(*behavior_name, JoinPath(path, "behavior"));
-    if (!behavior.ok()) return behavior.status();
-    auto invert = BoolField(value, path, "invert", false);
-    if (!invert.ok()) return invert.status();
-    if (!IsValidUtf8(pattern->text)) return JsonError(JoinPath(path, "pattern"), "invalid UTF-8");
-    Matcher matcher(pattern->text);
-    if (pattern->is_regex) {
-      auto compiled = UnicodeRegex::Compile(pattern->text, JoinPath(path, "pattern"));
-      if (!compiled.ok()) return compiled.status();
-      matcher = Matcher(*std::move(compiled));
+  if (type == "Split") {
+    PLACER_ASSIGN_OR_RETURN(auto pattern, PatternField(value, path, "pattern"));
+    PLACER_ASSIGN_OR_RETURN(auto behavior_name, StringField(value, path, "behavior"));
+    PLACER_ASSIGN_OR_RETURN(auto behavior,
+                            ParseBehavior(behavior_name, JoinPath(path, "behavior")));
+    PLACER_ASSIGN_OR_RETURN(auto invert, BoolField(value, path, "invert", false));
+    if (!IsValidUtf8(pattern.text)) return JsonError(JoinPath(path, "pattern"), "invalid UTF-8");
+    Matcher matcher(pattern.text);
+    if (pattern.is_regex) {
+      PLACER_ASSIGN_OR_RETURN(auto compiled,
+                              UnicodeRegex::Compile(pattern.text, JoinPath(path, "pattern")));
+      matcher = Matcher(std::move(compiled));
     }
-    return std::make_unique<Split>(std::move(matcher), *behavior, *invert);
+    return std::make_unique<Split>(std::move(matcher), behavior, invert);
   }
-  if (*type == "Digits") {
-    auto individual = BoolField(value, path, "individual_digits", false);
-    if (!individual.ok()) return individual.status();
+  if (type == "Digits") {
+    PLACER_ASSIGN_OR_RETURN(auto individual, BoolField(value, path, "individual_digits", false));
     // Rust's char::is_numeric, which Hugging Face uses, is the N categories.
-    auto compiled = UnicodeRegex::Compile(*individual ? "\\p{N}" : "\\p{N}+", path);
-    if (!compiled.ok()) return compiled.status();
-    return std::make_unique<Split>(Matcher(*std::move(compiled)), SplitBehavior::kIsolated,
+    PLACER_ASSIGN_OR_RETURN(auto compiled,
+                            UnicodeRegex::Compile(individual ? "\\p{N}" : "\\p{N}+", path));
+    return std::make_unique<Split>(Matcher(std::move(compiled)), SplitBehavior::kIsolated,
                                    false);
   }
-  if (*type == "Sequence") {
-    auto items = ArrayField(value, path, "pretokenizers");
-    if (!items.ok()) return items.status();
+  if (type == "Sequence") {
+    PLACER_ASSIGN_OR_RETURN(auto items, ArrayField(value, path, "pretokenizers"));
     std::vector<std::unique_ptr<PreTokenizer>> steps;
-    for (std::size_t i = 0; i < (*items)->size(); ++i) {
-      auto step = Build((**items)[i], IndexPath(JoinPath(path, "pretokenizers"), i), depth + 1);
-      if (!step.ok()) return step.status();
-      if (*step != nullptr) steps.push_back(*std::move(step));
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      PLACER_ASSIGN_OR_RETURN(
+          auto step, Build((*items)[i], IndexPath(JoinPath(path, "pretokenizers"), i), depth + 1));
+      if (step != nullptr) steps.push_back(std::move(step));
     }
     return std::make_unique<Sequence>(std::move(steps));
   }
   return JsonError(JoinPath(path, "type"),
-                   absl::StrCat("pre-tokenizer '", *type,
+                   absl::StrCat("pre-tokenizer '", type,
                                 "' is not supported (supported: ByteLevel, Metaspace, Split, "
                                 "Digits, Sequence)"));
 }

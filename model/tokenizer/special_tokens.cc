@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/tokenizer_json.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 namespace {
@@ -57,37 +58,34 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
                                   SpecialTokens* out) {
   if (value.is_null()) return absl::OkStatus();
   if (depth > kMaxDepth) return JsonError(path, "nested too deeply");
-  auto type = TypeField(value, path);
-  if (!type.ok()) return type.status();
-  if (*type == "ByteLevel") return absl::OkStatus();
-  if (*type == "Sequence") {
-    auto items = ArrayField(value, path, "processors");
-    if (!items.ok()) return items.status();
-    for (std::size_t i = 0; i < (*items)->size(); ++i) {
+  PLACER_ASSIGN_OR_RETURN(auto type, TypeField(value, path));
+  if (type == "ByteLevel") return absl::OkStatus();
+  if (type == "Sequence") {
+    PLACER_ASSIGN_OR_RETURN(auto items, ArrayField(value, path, "processors"));
+    for (std::size_t i = 0; i < items->size(); ++i) {
       absl::Status status = AddFromPostProcessor(
-          (**items)[i], IndexPath(JoinPath(path, "processors"), i), depth + 1, out);
+          (*items)[i], IndexPath(JoinPath(path, "processors"), i), depth + 1, out);
       if (!status.ok()) return status;
     }
     return absl::OkStatus();
   }
-  if (*type == "BertProcessing" || *type == "RobertaProcessing") {
-    auto cls = PairIds(value.value("cls", nlohmann::json()), JoinPath(path, "cls"));
-    if (!cls.ok()) return cls.status();
-    auto sep = PairIds(value.value("sep", nlohmann::json()), JoinPath(path, "sep"));
-    if (!sep.ok()) return sep.status();
-    out->prefix.insert(out->prefix.end(), cls->begin(), cls->end());
-    out->suffix.insert(out->suffix.begin(), sep->begin(), sep->end());
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    PLACER_ASSIGN_OR_RETURN(auto cls,
+                            PairIds(value.value("cls", nlohmann::json()), JoinPath(path, "cls")));
+    PLACER_ASSIGN_OR_RETURN(auto sep,
+                            PairIds(value.value("sep", nlohmann::json()), JoinPath(path, "sep")));
+    out->prefix.insert(out->prefix.end(), cls.begin(), cls.end());
+    out->suffix.insert(out->suffix.begin(), sep.begin(), sep.end());
     return absl::OkStatus();
   }
-  if (*type == "TemplateProcessing") {
-    auto single = ArrayField(value, path, "single");
-    if (!single.ok()) return single.status();
+  if (type == "TemplateProcessing") {
+    PLACER_ASSIGN_OR_RETURN(auto single, ArrayField(value, path, "single"));
     const auto specials = value.find("special_tokens");
     bool after_sequence = false;
     std::vector<std::int32_t> prefix, suffix;
-    for (std::size_t i = 0; i < (*single)->size(); ++i) {
+    for (std::size_t i = 0; i < single->size(); ++i) {
       const std::string item_path = IndexPath(JoinPath(path, "single"), i);
-      const nlohmann::json& item = (**single)[i];
+      const nlohmann::json& item = (*single)[i];
       if (!item.is_object()) return JsonError(item_path, "expected an object");
       if (item.contains("Sequence")) {
         after_sequence = true;
@@ -97,15 +95,14 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
       if (special == item.end() || !special->is_object()) {
         return JsonError(item_path, "expected {\"Sequence\": ..} or {\"SpecialToken\": ..}");
       }
-      auto name = StringField(*special, JoinPath(item_path, "SpecialToken"), "id");
-      if (!name.ok()) return name.status();
-      const std::string special_path = JoinPath(JoinPath(path, "special_tokens"), *name);
-      if (specials == value.end() || !specials->is_object() || !specials->contains(*name)) {
+      PLACER_ASSIGN_OR_RETURN(auto name,
+                              StringField(*special, JoinPath(item_path, "SpecialToken"), "id"));
+      const std::string special_path = JoinPath(JoinPath(path, "special_tokens"), name);
+      if (specials == value.end() || !specials->is_object() || !specials->contains(name)) {
         return JsonError(special_path, "missing");
       }
-      auto ids = ArrayField((*specials)[*name], special_path, "ids");
-      if (!ids.ok()) return ids.status();
-      for (const nlohmann::json& id : **ids) {
+      PLACER_ASSIGN_OR_RETURN(auto ids, ArrayField((*specials)[name], special_path, "ids"));
+      for (const nlohmann::json& id : *ids) {
         if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
             id.get<std::int64_t>() > INT32_MAX) {
           return JsonError(JoinPath(special_path, "ids"), "expected non-negative integer ids");
@@ -118,7 +115,7 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
     return absl::OkStatus();
   }
   return JsonError(JoinPath(path, "type"),
-                   absl::StrCat("post-processor '", *type,
+                   absl::StrCat("post-processor '", type,
                                 "' is not supported (supported: TemplateProcessing, "
                                 "BertProcessing, RobertaProcessing, ByteLevel, Sequence)"));
 }
@@ -131,26 +128,23 @@ absl::StatusOr<SpecialTokens> ReadSpecialTokens(const nlohmann::json& tokenizer_
   SpecialTokens out;
   for (const bool bos : {true, false}) {
     const char* key = bos ? "bos_token" : "eos_token";
-    auto token = ConfigToken(tokenizer_config, key);
-    if (!token.ok()) return token.status();
-    if (!token->has_value()) continue;
-    const std::optional<std::int32_t> id = IdOf(**token, added, model);
+    PLACER_ASSIGN_OR_RETURN(auto token, ConfigToken(tokenizer_config, key));
+    if (!token.has_value()) continue;
+    const std::optional<std::int32_t> id = IdOf(*token, added, model);
     if (!id) {
-      return ConfigError(key, absl::StrCat("'", **token, "' is not a token of tokenizer.json"));
+      return ConfigError(key, absl::StrCat("'", *token, "' is not a token of tokenizer.json"));
     }
     (bos ? out.bos_id : out.eos_id) = id;
   }
 
-  auto add_bos = ConfigFlag(tokenizer_config, "add_bos_token");
-  if (!add_bos.ok()) return add_bos.status();
-  auto add_eos = ConfigFlag(tokenizer_config, "add_eos_token");
-  if (!add_eos.ok()) return add_eos.status();
-  if (add_bos->has_value() || add_eos->has_value()) {
-    if (add_bos->value_or(false)) {
+  PLACER_ASSIGN_OR_RETURN(auto add_bos, ConfigFlag(tokenizer_config, "add_bos_token"));
+  PLACER_ASSIGN_OR_RETURN(auto add_eos, ConfigFlag(tokenizer_config, "add_eos_token"));
+  if (add_bos.has_value() || add_eos.has_value()) {
+    if (add_bos.value_or(false)) {
       if (!out.bos_id) return ConfigError("add_bos_token", "true, but there is no bos_token");
       out.prefix.push_back(*out.bos_id);
     }
-    if (add_eos->value_or(false)) {
+    if (add_eos.value_or(false)) {
       if (!out.eos_id) return ConfigError("add_eos_token", "true, but there is no eos_token");
       out.suffix.push_back(*out.eos_id);
     }

@@ -5,6 +5,7 @@
 #include "model/tokenizer/byte_level_alphabet.h"
 #include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 
@@ -71,39 +72,36 @@ constexpr int kMaxDepth = 16;
 absl::Status AddSteps(const nlohmann::json& value, absl::string_view path, int depth, bool* fused,
                       std::vector<std::unique_ptr<Step>>* steps, TokenDecoder::TextStrip* strip) {
   if (depth > kMaxDepth) return JsonError(path, "nested too deeply");
-  auto type = TypeField(value, path);
-  if (!type.ok()) return type.status();
+  PLACER_ASSIGN_OR_RETURN(auto type, TypeField(value, path));
   auto step = std::make_unique<Step>();
-  if (*type == "ByteLevel") {
+  if (type == "ByteLevel") {
     step->kind = Step::Kind::kByteLevel;
-  } else if (*type == "Metaspace") {
+  } else if (type == "Metaspace") {
     step->kind = Step::Kind::kMetaspace;
-    auto replacement = StringField(value, path, "replacement", "\xE2\x96\x81");
-    if (!replacement.ok()) return replacement.status();
-    if (replacement->empty()) return JsonError(JoinPath(path, "replacement"), "empty");
-    auto add_prefix_space = BoolField(value, path, "add_prefix_space", true);
-    if (!add_prefix_space.ok()) return add_prefix_space.status();
-    auto scheme = StringField(value, path, "prepend_scheme", *add_prefix_space ? "always" : "never");
-    if (!scheme.ok()) return scheme.status();
-    step->from = *std::move(replacement);
-    step->strip_first = *scheme != "never";
-  } else if (*type == "Replace") {
+    PLACER_ASSIGN_OR_RETURN(auto replacement,
+                            StringField(value, path, "replacement", "\xE2\x96\x81"));
+    if (replacement.empty()) return JsonError(JoinPath(path, "replacement"), "empty");
+    PLACER_ASSIGN_OR_RETURN(auto add_prefix_space,
+                            BoolField(value, path, "add_prefix_space", true));
+    PLACER_ASSIGN_OR_RETURN(auto scheme, StringField(value, path, "prepend_scheme",
+                                                     add_prefix_space ? "always" : "never"));
+    step->from = std::move(replacement);
+    step->strip_first = scheme != "never";
+  } else if (type == "Replace") {
     step->kind = Step::Kind::kReplace;
-    auto pattern = PatternField(value, path, "pattern");
-    if (!pattern.ok()) return pattern.status();
-    if (pattern->is_regex) {
+    PLACER_ASSIGN_OR_RETURN(auto pattern, PatternField(value, path, "pattern"));
+    if (pattern.is_regex) {
       return JsonError(JoinPath(path, "pattern"), "Replace decoders with a Regex are not supported");
     }
-    auto content = StringField(value, path, "content");
-    if (!content.ok()) return content.status();
-    step->from = pattern->text;
-    step->to = *std::move(content);
-  } else if (*type == "ByteFallback") {
+    PLACER_ASSIGN_OR_RETURN(auto content, StringField(value, path, "content"));
+    step->from = pattern.text;
+    step->to = std::move(content);
+  } else if (type == "ByteFallback") {
     step->kind = Step::Kind::kByteFallback;
-  } else if (*type == "Fuse") {
+  } else if (type == "Fuse") {
     *fused = true;
     return absl::OkStatus();
-  } else if (*type == "Strip") {
+  } else if (type == "Strip") {
     auto content = StringField(value, path, "content", " ");
     auto start = IntField(value, path, "start", 0);
     auto stop = IntField(value, path, "stop", 0);
@@ -124,18 +122,17 @@ absl::Status AddSteps(const nlohmann::json& value, absl::string_view path, int d
     step->from = *std::move(content);
     step->start = static_cast<int>(*start);
     step->stop = static_cast<int>(*stop);
-  } else if (*type == "Sequence") {
-    auto items = ArrayField(value, path, "decoders");
-    if (!items.ok()) return items.status();
-    for (std::size_t i = 0; i < (*items)->size(); ++i) {
-      absl::Status status = AddSteps((**items)[i], IndexPath(JoinPath(path, "decoders"), i),
+  } else if (type == "Sequence") {
+    PLACER_ASSIGN_OR_RETURN(auto items, ArrayField(value, path, "decoders"));
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      absl::Status status = AddSteps((*items)[i], IndexPath(JoinPath(path, "decoders"), i),
                                      depth + 1, fused, steps, strip);
       if (!status.ok()) return status;
     }
     return absl::OkStatus();
   } else {
     return JsonError(JoinPath(path, "type"),
-                     absl::StrCat("decoder '", *type,
+                     absl::StrCat("decoder '", type,
                                   "' is not supported (supported: ByteLevel, Metaspace, Replace, "
                                   "ByteFallback, Fuse, Strip, Sequence)"));
   }

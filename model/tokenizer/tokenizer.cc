@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/unicode_text.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 namespace {
@@ -25,24 +26,24 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> Tokenizer::FromJson(
     return absl::InvalidArgumentError("tokenizer_config.json: expected a JSON object");
   }
   std::shared_ptr<Tokenizer> tokenizer(new Tokenizer);
-  auto added = AddedTokens::FromJson(FieldOrNull(tokenizer_json, "added_tokens"), "added_tokens");
-  if (!added.ok()) return added.status();
-  tokenizer->added_ = *std::move(added);
-  auto normalizer = NormalizerFromJson(FieldOrNull(tokenizer_json, "normalizer"), "normalizer");
-  if (!normalizer.ok()) return normalizer.status();
-  tokenizer->normalizer_ = *std::move(normalizer);
-  auto pre_tokenizer =
-      PreTokenizerFromJson(FieldOrNull(tokenizer_json, "pre_tokenizer"), "pre_tokenizer");
-  if (!pre_tokenizer.ok()) return pre_tokenizer.status();
-  tokenizer->pre_tokenizer_ = *std::move(pre_tokenizer);
+  PLACER_ASSIGN_OR_RETURN(
+      auto added,
+      AddedTokens::FromJson(FieldOrNull(tokenizer_json, "added_tokens"), "added_tokens"));
+  tokenizer->added_ = std::move(added);
+  PLACER_ASSIGN_OR_RETURN(
+      auto normalizer, NormalizerFromJson(FieldOrNull(tokenizer_json, "normalizer"), "normalizer"));
+  tokenizer->normalizer_ = std::move(normalizer);
+  PLACER_ASSIGN_OR_RETURN(
+      auto pre_tokenizer,
+      PreTokenizerFromJson(FieldOrNull(tokenizer_json, "pre_tokenizer"), "pre_tokenizer"));
+  tokenizer->pre_tokenizer_ = std::move(pre_tokenizer);
   const nlohmann::json& model = FieldOrNull(tokenizer_json, "model");
   if (!model.is_object()) return JsonError("model", "missing or not an object");
-  auto bpe = BpeModel::FromJson(model, "model");
-  if (!bpe.ok()) return bpe.status();
-  tokenizer->model_ = *std::move(bpe);
-  auto decoder = TokenDecoder::FromJson(FieldOrNull(tokenizer_json, "decoder"), "decoder");
-  if (!decoder.ok()) return decoder.status();
-  tokenizer->decoder_ = *std::move(decoder);
+  PLACER_ASSIGN_OR_RETURN(auto bpe, BpeModel::FromJson(model, "model"));
+  tokenizer->model_ = std::move(bpe);
+  PLACER_ASSIGN_OR_RETURN(
+      auto decoder, TokenDecoder::FromJson(FieldOrNull(tokenizer_json, "decoder"), "decoder"));
+  tokenizer->decoder_ = std::move(decoder);
   tokenizer->vocab_size_ = std::max(tokenizer->model_->id_limit(), tokenizer->added_.id_limit());
   auto special =
       ReadSpecialTokens(tokenizer_json, tokenizer_config, tokenizer->added_, *tokenizer->model_);
@@ -75,7 +76,7 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(
 
 absl::StatusOr<std::vector<std::int32_t>> Tokenizer::Encode(absl::string_view text,
                                                             bool add_special_tokens) const {
-  if (absl::Status status = CheckUtf8(text, "text"); !status.ok()) return status;
+  PLACER_RETURN_IF_ERROR(CheckUtf8(text, "text"));
   std::vector<std::int32_t> ids;
   if (add_special_tokens) ids = special_.prefix;
   for (const Segment& segment : added_.Split(text)) {
@@ -94,9 +95,8 @@ absl::Status Tokenizer::EncodeSegment(absl::string_view text, bool at_text_start
                                       std::vector<std::int32_t>* ids) const {
   std::string normalized(text);
   if (normalizer_ != nullptr) {
-    auto applied = normalizer_->Apply(std::move(normalized));
-    if (!applied.ok()) return applied.status();
-    normalized = *std::move(applied);
+    PLACER_ASSIGN_OR_RETURN(auto applied, normalizer_->Apply(std::move(normalized)));
+    normalized = std::move(applied);
   }
   std::vector<Piece> pieces = {{std::move(normalized), at_text_start}};
   if (pre_tokenizer_ != nullptr) {

@@ -1,6 +1,7 @@
 #include "model/tokenizer/tokenizer_json.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace placer::tokenizer {
 namespace {
@@ -34,42 +35,39 @@ std::string IndexPath(absl::string_view path, std::size_t index) {
 
 absl::StatusOr<std::string> StringField(const nlohmann::json& object, absl::string_view path,
                                         const char* key, std::optional<std::string> fallback) {
-  auto value = Field(object, path, key);
-  if (!value.ok()) return value.status();
-  if (*value == nullptr) {
+  PLACER_ASSIGN_OR_RETURN(auto value, Field(object, path, key));
+  if (value == nullptr) {
     if (fallback) return *fallback;
     return Missing(path, key);
   }
-  if (!(*value)->is_string()) return JsonError(JoinPath(path, key), "expected a string");
-  return (*value)->get<std::string>();
+  if (!value->is_string()) return JsonError(JoinPath(path, key), "expected a string");
+  return value->get<std::string>();
 }
 
 absl::StatusOr<bool> BoolField(const nlohmann::json& object, absl::string_view path,
                                const char* key, std::optional<bool> fallback) {
-  auto value = Field(object, path, key);
-  if (!value.ok()) return value.status();
-  if (*value == nullptr) {
+  PLACER_ASSIGN_OR_RETURN(auto value, Field(object, path, key));
+  if (value == nullptr) {
     if (fallback) return *fallback;
     return Missing(path, key);
   }
-  if (!(*value)->is_boolean()) return JsonError(JoinPath(path, key), "expected true or false");
-  return (*value)->get<bool>();
+  if (!value->is_boolean()) return JsonError(JoinPath(path, key), "expected true or false");
+  return value->get<bool>();
 }
 
 absl::StatusOr<std::int64_t> IntField(const nlohmann::json& object, absl::string_view path,
                                       const char* key, std::optional<std::int64_t> fallback) {
-  auto value = Field(object, path, key);
-  if (!value.ok()) return value.status();
-  if (*value == nullptr) {
+  PLACER_ASSIGN_OR_RETURN(auto value, Field(object, path, key));
+  if (value == nullptr) {
     if (fallback) return *fallback;
     return Missing(path, key);
   }
-  if (!(*value)->is_number_integer()) return JsonError(JoinPath(path, key), "expected an integer");
-  if ((*value)->is_number_unsigned() &&
-      (*value)->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+  if (!value->is_number_integer()) return JsonError(JoinPath(path, key), "expected an integer");
+  if (value->is_number_unsigned() &&
+      value->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
     return JsonError(JoinPath(path, key), "integer out of range");
   }
-  return (*value)->get<std::int64_t>();
+  return value->get<std::int64_t>();
 }
 
 absl::StatusOr<std::string> TypeField(const nlohmann::json& value, absl::string_view path) {
@@ -78,27 +76,24 @@ absl::StatusOr<std::string> TypeField(const nlohmann::json& value, absl::string_
 
 absl::StatusOr<const nlohmann::json*> ArrayField(const nlohmann::json& object,
                                                  absl::string_view path, const char* key) {
-  auto value = Field(object, path, key);
-  if (!value.ok()) return value.status();
-  if (*value == nullptr) return Missing(path, key);
-  if (!(*value)->is_array()) return JsonError(JoinPath(path, key), "expected an array");
-  return *value;
+  PLACER_ASSIGN_OR_RETURN(auto value, Field(object, path, key));
+  if (value == nullptr) return Missing(path, key);
+  if (!value->is_array()) return JsonError(JoinPath(path, key), "expected an array");
+  return value;
 }
 
 absl::StatusOr<Pattern> PatternField(const nlohmann::json& object, absl::string_view path,
                                      const char* key) {
-  auto value = Field(object, path, key);
-  if (!value.ok()) return value.status();
+  PLACER_ASSIGN_OR_RETURN(auto value, Field(object, path, key));
   const std::string field = JoinPath(path, key);
-  if (*value == nullptr) return Missing(path, key);
-  if ((*value)->is_string()) return Pattern{false, (*value)->get<std::string>()};
+  if (value == nullptr) return Missing(path, key);
+  if (value->is_string()) return Pattern{false, value->get<std::string>()};
   for (const bool is_regex : {false, true}) {
     const char* kind = is_regex ? "Regex" : "String";
-    auto text = Field(**value, field, kind);
-    if (!text.ok()) return text.status();
-    if (*text == nullptr) continue;
-    if (!(*text)->is_string()) return JsonError(JoinPath(field, kind), "expected a string");
-    return Pattern{is_regex, (*text)->get<std::string>()};
+    PLACER_ASSIGN_OR_RETURN(auto text, Field(*value, field, kind));
+    if (text == nullptr) continue;
+    if (!text->is_string()) return JsonError(JoinPath(field, kind), "expected a string");
+    return Pattern{is_regex, text->get<std::string>()};
   }
   return JsonError(field, "expected {\"String\": ...} or {\"Regex\": ...}");
 }
