@@ -8,6 +8,8 @@
 
 #include <memory>
 
+#include "base/status_macros.h"
+#include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
@@ -92,5 +94,20 @@ class DecoderOnlyModel : public CausalLm {
   int64_t ring_window_ = 0;
   std::shared_ptr<KvBlockPool> kv_pool_;
 };
+
+// What every architecture's Load does: binds the description's blocks where runtime.plan puts
+// them, builds `Model` (a DecoderOnlyModel constructed from (config, runner)) and its KV cache.
+template <class Model>
+absl::StatusOr<std::unique_ptr<CausalLm>> BindDecoderOnly(
+    const std::shared_ptr<const loader::Checkpoint>& checkpoint, const ModelRuntime& runtime,
+    const loader::ArchitectureDescription& architecture) {
+  PLACER_ASSIGN_OR_RETURN(
+      auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
+                                                runtime.plan, ComputeScalarType(runtime),
+                                                runtime.accounting, runtime.extra_hooks));
+  auto model = std::make_unique<Model>(checkpoint->config(), std::move(runner));
+  PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
+  return model;
+}
 
 }  // namespace placer::model

@@ -76,15 +76,7 @@ class Gpt2 final : public DecoderOnlyModel {
 
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadGpt2(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
-  const loader::ModelConfig& config = checkpoint->config();
-  const ArchitectureDescription architecture = DescribeGpt2(config);
-  PLACER_ASSIGN_OR_RETURN(
-      auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
-                                                runtime.plan, ComputeScalarType(runtime),
-                                                runtime.accounting, runtime.extra_hooks));
-  auto model = std::make_unique<Gpt2>(config, std::move(runner));
-  PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
-  return model;
+  return BindDecoderOnly<Gpt2>(checkpoint, runtime, DescribeGpt2(checkpoint->config()));
 }
 
 }  // namespace placer::model

@@ -97,15 +97,7 @@ class Llama final : public DecoderOnlyModel {
 
 absl::StatusOr<std::unique_ptr<CausalLm>> LoadLlama(
     std::shared_ptr<const loader::Checkpoint> checkpoint, const ModelRuntime& runtime) {
-  const loader::ModelConfig& config = checkpoint->config();
-  const ArchitectureDescription architecture = DescribeLlamaFamily(config);
-  PLACER_ASSIGN_OR_RETURN(
-      auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
-                                                runtime.plan, ComputeScalarType(runtime),
-                                                runtime.accounting, runtime.extra_hooks));
-  auto model = std::make_unique<Llama>(config, std::move(runner));
-  PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
-  return model;
+  return BindDecoderOnly<Llama>(checkpoint, runtime, DescribeLlamaFamily(checkpoint->config()));
 }
 
 }  // namespace placer::model
