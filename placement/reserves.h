@@ -45,8 +45,9 @@ std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
 //             product; F32 attention scores and softmax probabilities)
 //   logits = B*V*(e + 4)  (last-position logits and their F32 copy)
 //   reserve = max(layer, logits)
-// with T = B*S tokens, H hidden, I intermediate, V vocab. On CUDA the daemon
-// keeps the larger of this and a measured dry run of one block.
+// with T = B*S tokens, H hidden, I intermediate, V vocab. Only this formula sizes
+// the reserve: nothing measures a block's transient memory at run time (libtorch
+// allocates it inside its kernels), on the CPU or on CUDA.
 std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,
                                      const ServingLimits& limits, loader::DType compute_dtype);
 
