@@ -15,9 +15,28 @@
 #include "server/flags.h"
 #include "server/logging.h"
 
+namespace {
+
+pthread_t main_thread;
+
+// Threads that libraries start before main (OpenBLAS's workers) do not block the signals, and
+// the kernel may hand a process's signal to one of them whenever the main thread is not in
+// sigwait (say, while the loading thread runs): their default action would kill placerd. On
+// such a thread this passes the signal on to the main thread, where it waits for sigwait.
+void ForwardToMainThread(int signal_number) { pthread_kill(main_thread, signal_number); }
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // Blocked before any thread starts (gRPC, civetweb, OpenMP), so every thread inherits
-  // the mask and only the sigwait below ever sees these signals.
+  main_thread = pthread_self();
+  struct sigaction forward {};
+  forward.sa_handler = ForwardToMainThread;
+  sigemptyset(&forward.sa_mask);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
+    sigaction(signal_number, &forward, nullptr);
+  }
+  // Blocked before any thread of ours starts (gRPC, civetweb, OpenMP), so every such thread
+  // inherits the mask and only the sigwait below ever sees these signals.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -51,12 +70,9 @@ int main(int argc, char** argv) {
 
   // The model loads on its own thread while this one takes the signals, so that SIGTERM
   // during the load stops it and exits at once (nothing is served yet, nothing to drain)
-  // instead of waiting for the load to end. sigwait stays on the main thread: the kernel
-  // offers a process's signals to it first, and threads that libraries start before main
-  // (OpenBLAS's) do not block them. SIGUSR1 says the load is over.
+  // instead of waiting for the load to end. SIGUSR1 says the load is over.
   std::atomic<bool> loading{true};
   absl::Status load_status;
-  const pthread_t main_thread = pthread_self();
   std::thread loader([&] {
     load_status = (*daemon)->LoadModel();
     loading = false;
