@@ -21,6 +21,16 @@ absl::Status CheckTensorName(absl::string_view name) {
   return absl::OkStatus();
 }
 
+// "" is the root; anything else must be a well-formed dotted name.
+absl::Status CheckModuleName(absl::string_view name) {
+  if (name.empty()) return absl::OkStatus();
+  if (name.front() == '.' || name.back() == '.' || absl::StrContains(name, "..")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("module_classes: '", name, "': empty component in dotted name"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::uint64_t> TensorBytes(const TensorSpec& spec, loader::DType dtype) {
   // 2^62 bytes is far beyond any device; the bound keeps the products exact.
   constexpr std::uint64_t kLimit = 1ull << 62;
@@ -140,10 +150,24 @@ absl::StatusOr<ModuleTree> ModuleTree::Build(const ModuleTreeSpec& spec,
   }
 
   for (const auto& [name, class_name] : spec.module_classes) {
+    if (tree.tensor_by_name_.count(name) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "module_classes: '", name, "' is a tensor of the tree, not a module"));
+    }
+    PLACER_RETURN_IF_ERROR(CheckModuleName(name));
+    for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+      if (tree.tensor_by_name_.count(name.substr(0, dot)) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("module_classes: '", name, "' lies under '",
+                                                       name.substr(0, dot),
+                                                       "', which is a tensor, not a module"));
+      }
+    }
     auto it = tree.module_by_name_.find(name);
     if (it == tree.module_by_name_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "module_classes: '", name, "' is not a module of the tree (no tensor lies under it)"));
+      // Dropout, activations, rotary embeddings: every named_modules() dump lists modules that
+      // own no tensor. They take no room, so there is nothing to place.
+      tree.parameterless_modules_.push_back(name);
+      continue;
     }
     tree.modules_[it->second].class_name = class_name;
   }

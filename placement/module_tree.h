@@ -88,11 +88,14 @@ class ModuleTree {
   std::optional<int> FindTensor(absl::string_view name) const;
   // The outermost no-split module containing the tensor, if any.
   std::optional<int> NoSplitAncestor(int tensor) const;
+  // module_classes entries that own no tensor (dropout, activations): accepted, never placed.
+  const std::vector<std::string>& parameterless_modules() const { return parameterless_modules_; }
 
  private:
   std::vector<Module> modules_;
   std::vector<Tensor> tensors_;
   std::vector<std::vector<int>> tied_groups_;
+  std::vector<std::string> parameterless_modules_;
   std::map<std::string, int, std::less<>> module_by_name_;
   std::map<std::string, int, std::less<>> tensor_by_name_;
 };

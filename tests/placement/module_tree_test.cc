@@ -70,8 +70,12 @@ TEST(ModuleTreeTest, ErrorsNameTheTensorOrModule) {
   EXPECT_THAT(error(empty_part), HasSubstr("tensor 'a..w': empty component"));
   ModuleTreeSpec bad_class;
   bad_class.tensors = {Bytes("a.w", 1)};
-  bad_class.module_classes["b"] = "Block";
-  EXPECT_THAT(error(bad_class), HasSubstr("module_classes: 'b' is not a module"));
+  bad_class.module_classes["a.w"] = "Linear";
+  EXPECT_THAT(error(bad_class), HasSubstr("module_classes: 'a.w' is a tensor of the tree"));
+  bad_class.module_classes = {{"a.w.inner", "Dropout"}};
+  EXPECT_THAT(error(bad_class), HasSubstr("'a.w.inner' lies under 'a.w', which is a tensor"));
+  bad_class.module_classes = {{"a..act", "SiLU"}};
+  EXPECT_THAT(error(bad_class), HasSubstr("'a..act': empty component"));
   ModuleTreeSpec bad_tie;
   bad_tie.tensors = {Bytes("a.w", 1), Bytes("b.w", 2)};
   bad_tie.tied = {{"a.w", "c.w"}};
@@ -79,6 +83,25 @@ TEST(ModuleTreeTest, ErrorsNameTheTensorOrModule) {
   bad_tie.tied = {{"a.w", "b.w"}};
   EXPECT_THAT(error(bad_tie), HasSubstr("different number of elements"));
   EXPECT_THAT(error(ModuleTreeSpec{}), HasSubstr("no tensors"));
+}
+
+// named_modules() dumps list dropout, activations and rotary embeddings, which own no tensor.
+TEST(ModuleTreeTest, ModulesWithoutTensorsAreAcceptedAndTakeNoRoom) {
+  ModuleTreeSpec spec;
+  spec.tensors = {Bytes("model.layers.0.mlp.up.weight", 8), Bytes("model.layers.0.attn.q.weight", 4)};
+  spec.module_classes = {{"model.layers.0", "Layer"},
+                         {"model.layers.0.mlp.act_fn", "SiLU"},
+                         {"model.layers.0.attn.rotary_emb", "LlamaRotaryEmbedding"},
+                         {"model.dropout", "Dropout"}};
+  spec.no_split_classes = {"Layer", "Dropout"};
+  absl::StatusOr<ModuleTree> tree = ModuleTree::Build(spec, std::nullopt);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_THAT(tree->parameterless_modules(),
+              ElementsAre("model.dropout", "model.layers.0.attn.rotary_emb",
+                          "model.layers.0.mlp.act_fn"));
+  EXPECT_FALSE(tree->FindModule("model.dropout").has_value());
+  EXPECT_TRUE(tree->modules()[*tree->FindModule("model.layers.0")].no_split);
+  EXPECT_EQ(tree->total_bytes(), 12u);
 }
 
 TEST(ModuleTreeJsonTest, ParsesTheIssueSchema) {
