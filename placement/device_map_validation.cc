@@ -28,11 +28,57 @@ std::optional<int> SplitBlock(const ModuleTree& tree, int first_outer_module) {
   return block;
 }
 
+// The user's map accounted with one way of running offloaded blocks; an error names the
+// first entry that overfills a device.
+absl::StatusOr<Plan> AccountUserMap(const ModuleTree& tree, const DeviceMap& map,
+                                    const std::vector<DeviceBudget>& budgets,
+                                    const ExecutionChoice& choice,
+                                    std::uint64_t activation_reserve_bytes,
+                                    const PlacementUnits& units,
+                                    const std::vector<int>& unit_device,
+                                    const std::vector<int>& key_of_tensor) {
+  const DeviceRoles roles = AssignDeviceRoles(budgets, choice);
+  const OffloadReserve reserve = OffloadNeeds(units, roles, unit_device);
+  Plan plan;
+  AccountPlan(tree, units, budgets, roles, unit_device, activation_reserve_bytes, reserve, plan);
+
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    const DevicePlan& device = plan.devices[d];
+    if (device.left_bytes() >= 0) continue;
+    // Name the first entry, in execution order, that pushes it over.
+    std::int64_t used = static_cast<std::int64_t>(
+        device.activation_reserve_bytes + device.staging_reserve_bytes +
+        (static_cast<int>(d) == roles.execution ? reserve.offloaded_kv : 0));
+    std::string culprit = "its reserves";
+    for (std::size_t u = 0; u < units.units.size() && culprit == "its reserves"; ++u) {
+      if (unit_device[u] != static_cast<int>(d)) continue;
+      used += static_cast<std::int64_t>(units.units[u].weights_bytes +
+                                        (roles.runs_blocks[d] ? units.units[u].kv_bytes : 0));
+      if (used > static_cast<std::int64_t>(device.budget_bytes)) {
+        culprit = Quote(map[key_of_tensor[units.units[u].tensor_begin]].first);
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device map overfills ", device.device.Name(), ": weights ",
+        FormatBytes(device.weights_bytes), " + reserves ", FormatBytes(device.reserved_bytes()),
+        " exceed its budget of ", FormatBytes(device.budget_bytes), " by ",
+        FormatBytes(static_cast<std::uint64_t>(-device.left_bytes())), "; entry ", culprit,
+        " is the first that does not fit (offloaded blocks ", choice.Describe(budgets), ")"));
+  }
+  plan.strategy = Strategy::kSequential;
+  plan.offload_staged = choice.staged;
+  plan.staging_slots = choice.staged ? choice.staging_slots : 0;
+  plan.execution_reason = absl::StrCat("the user's device map; offloaded blocks ",
+                                       choice.Describe(budgets));
+  return plan;
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> ValidateDeviceMap(const ModuleTree& tree, const DeviceMap& map,
                                        const std::vector<DeviceBudget>& budgets,
-                                       std::uint64_t activation_reserve_bytes) {
+                                       const PlanOptions& options) {
+  const std::uint64_t activation_reserve_bytes = options.activation_reserve_bytes;
   const auto& tensors = tree.tensors();
   std::vector<int> device_of_tensor(tensors.size(), -1);
   std::vector<int> key_of_tensor(tensors.size(), -1);
@@ -107,36 +153,20 @@ absl::StatusOr<Plan> ValidateDeviceMap(const ModuleTree& tree, const DeviceMap& 
   for (std::size_t u = 0; u < units.units.size(); ++u) {
     unit_device[u] = device_of_tensor[units.units[u].tensor_begin];
   }
-  const DeviceRoles roles = AssignDeviceRoles(budgets);
-  const OffloadReserve reserve = OffloadNeeds(units, roles, unit_device);
-  Plan plan;
-  AccountPlan(tree, units, budgets, roles, unit_device, activation_reserve_bytes, reserve, plan);
-
-  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
-    const DevicePlan& device = plan.devices[d];
-    if (device.left_bytes() >= 0) continue;
-    // Name the first entry, in execution order, that pushes it over.
-    std::int64_t used = static_cast<std::int64_t>(
-        device.activation_reserve_bytes + device.staging_reserve_bytes +
-        (static_cast<int>(d) == roles.execution ? reserve.offloaded_kv : 0));
-    std::string culprit = "its reserves";
-    for (std::size_t u = 0; u < units.units.size() && culprit == "its reserves"; ++u) {
-      if (unit_device[u] != static_cast<int>(d)) continue;
-      used += static_cast<std::int64_t>(units.units[u].weights_bytes +
-                                        (roles.runs_blocks[d] ? units.units[u].kv_bytes : 0));
-      if (used > static_cast<std::int64_t>(device.budget_bytes)) {
-        culprit = Quote(map[key_of_tensor[units.units[u].tensor_begin]].first);
-      }
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device map overfills ", device.device.Name(), ": weights ",
-        FormatBytes(device.weights_bytes), " + reserves ", FormatBytes(device.reserved_bytes()),
-        " exceed its budget of ", FormatBytes(device.budget_bytes), " by ",
-        FormatBytes(static_cast<std::uint64_t>(-device.left_bytes())), "; entry ", culprit,
-        " is the first that does not fit"));
+  const std::vector<ExecutionChoice> choices =
+      ExecutionChoices(budgets, options.offload_exec, options.prefetch);
+  if (choices.empty()) {
+    return absl::FailedPreconditionError("no device to run on: neither a GPU nor cpu");
   }
-  plan.strategy = Strategy::kSequential;
-  return plan;
+  absl::Status error;
+  for (const ExecutionChoice& choice : choices) {
+    absl::StatusOr<Plan> plan =
+        AccountUserMap(tree, map, budgets, choice, activation_reserve_bytes, units, unit_device,
+                       key_of_tensor);
+    if (plan.ok()) return plan;
+    error = plan.status();
+  }
+  return error;
 }
 
 }  // namespace placer::placement

@@ -13,12 +13,14 @@
 #include "placement/device_map.h"
 #include "placement/module_tree.h"
 #include "placement/plan.h"
+#include "placement/planner.h"
 
 namespace placer::placement {
 
-// On success the Plan has no steps and no reasons: the user decided.
+// On success the Plan has no steps and no reasons: the user decided. Where offloaded blocks
+// run is chosen as the planner chooses (options.offload_exec); strategy is not used.
 absl::StatusOr<Plan> ValidateDeviceMap(const ModuleTree& tree, const DeviceMap& map,
                                        const std::vector<DeviceBudget>& budgets,
-                                       std::uint64_t activation_reserve_bytes);
+                                       const PlanOptions& options);
 
 }  // namespace placer::placement

@@ -28,8 +28,9 @@ class SinglePass {
  public:
   SinglePass(const ModuleTree& tree, const PlacementUnits& units,
              const std::vector<DeviceBudget>& budgets, const DeviceRoles& roles,
-             const PlanOptions& options, const OffloadReserve& reserve)
-      : tree_(tree), units_(units), budgets_(budgets), roles_(roles), options_(options) {
+             const PlanOptions& options, const OffloadReserve& reserve, Detours detours)
+      : tree_(tree), units_(units), budgets_(budgets), roles_(roles), options_(options),
+        detours_(detours) {
     const int n = static_cast<int>(budgets.size());
     room_.assign(n, 0);
     for (int d = 0; d < n; ++d) {
@@ -46,7 +47,17 @@ class SinglePass {
       if (kind == DeviceKind::kDisk) disk_ = d;
     }
     cap_ = room_;
+    gpu_index_.assign(n, -1);
+    for (std::size_t g = 0; g < gpus_.size(); ++g) gpu_index_[gpus_[g]] = static_cast<int>(g);
     if (options.strategy != Strategy::kSequential) ApplyBalancedShares();
+    gpu_state_.assign(gpus_.size(), GpuState::kFresh);
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      // No room, or no share (balanced_low_0's cuda:0 when the others hold everything).
+      if (cap_[gpus_[g]] <= 0) gpu_state_[g] = GpuState::kClosed;
+    }
+    for (std::size_t g = 0; g < gpus_.size() && cursor_ < 0; ++g) {
+      if (Open(static_cast<int>(g))) cursor_ = static_cast<int>(g);
+    }
     unit_device_.assign(units.units.size(), -1);
     group_placed_.assign(units.groups.size(), false);
     unit_weight_prefix_.assign(units.units.size() + 1, 0);
@@ -65,26 +76,21 @@ class SinglePass {
       queue.pop_front();
       const Closure closure = ClosureOf(item);
       if (closure.unplaced_units == 0) continue;
-      const std::vector<Attempt> attempts = Attempts();
-      if (attempts.empty()) return FailureFor(item, closure);
-      if (Fits(closure, attempts[0])) {
-        Place(item, closure, attempts[0]);
+      switch (PlaceOnGpus(item, closure)) {
+        case Outcome::kPlaced:
+          continue;
+        case Outcome::kSplit:
+          Split(item, queue);
+          continue;
+        case Outcome::kOffload:
+          break;
+      }
+      if (detours_.return_to_gpu && PlaceOnReturnGpu(item, closure)) continue;
+      if (IsSplittable(item) && !FitsOffloadCursor(closure)) {
+        Split(item, queue);
         continue;
       }
-      if (IsSplittable(item)) {
-        const auto& items = tree_.modules()[item.index].items;
-        for (auto it = items.rbegin(); it != items.rend(); ++it) {
-          queue.push_front({it->is_module, it->index});
-        }
-        continue;
-      }
-      bool placed = false;
-      for (std::size_t a = 1; a < attempts.size() && !placed; ++a) {
-        if (!Fits(closure, attempts[a])) continue;
-        Place(item, closure, attempts[a]);
-        placed = true;
-      }
-      if (!placed) return FailureFor(item, closure);
+      if (!PlaceOffloaded(item, closure)) return FailureFor(item, closure);
     }
     return std::nullopt;
   }
@@ -132,18 +138,104 @@ class SinglePass {
     }
   }
 
-  std::vector<Attempt> Attempts() const {
-    std::vector<Attempt> attempts;
-    std::vector<int> gpu_order;
-    for (std::size_t i = cursor_; i < gpus_.size(); ++i) gpu_order.push_back(gpus_[i]);
-    for (std::size_t i = 0; i < cursor_ && i < gpus_.size(); ++i) gpu_order.push_back(gpus_[i]);
-    for (int d : gpu_order) attempts.push_back({d, true});
-    if (options_.strategy != Strategy::kSequential) {
-      for (int d : gpu_order) attempts.push_back({d, false});
+  enum class Outcome { kPlaced, kSplit, kOffload };
+
+  bool Open(int g) const { return gpu_state_[g] != GpuState::kClosed; }
+  bool Used(int g) const { return gpu_state_[g] != GpuState::kFresh; }
+
+  // The GPU walk (planner.h). The current GPU takes what fits. A block it cannot take ends
+  // its run once it holds something; while it is still empty, the block goes ahead to another
+  // GPU (one for the whole plan) and it stays current. Otherwise the first open GPU, in
+  // order, that takes the block becomes current; with none, the block is offloaded.
+  Outcome PlaceOnGpus(const WorkItem& item, const Closure& closure) {
+    if (cursor_ >= 0) {
+      const int gpu = gpus_[cursor_];
+      if (Fits(closure, {gpu, true})) {
+        Place(item, closure, gpu);
+        return Outcome::kPlaced;
+      }
+      if (IsSplittable(item)) return Outcome::kSplit;
+      if (!Used(cursor_) && detours_.go_ahead) {
+        for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+          if (g == cursor_ || !Open(g) || (ahead_ >= 0 && g != ahead_)) continue;
+          if (Fits(closure, {gpus_[g], true})) {
+            ahead_ = g;
+            Place(item, closure, gpus_[g]);
+            return Outcome::kPlaced;
+          }
+        }
+      }
+      if (Used(cursor_)) gpu_state_[cursor_] = GpuState::kClosed;
+      cursor_ = -1;
+    } else if (IsSplittable(item) && AnyOpenGpu()) {
+      return Outcome::kSplit;
     }
-    if (cpu_ >= 0) attempts.push_back({cpu_, false});
-    if (disk_ >= 0) attempts.push_back({disk_, false});
-    return attempts;
+    for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+      if (Open(g) && Fits(closure, {gpus_[g], true})) {
+        cursor_ = g;
+        Place(item, closure, gpus_[g]);
+        return Outcome::kPlaced;
+      }
+    }
+    return Outcome::kOffload;
+  }
+
+  bool AnyOpenGpu() const {
+    for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+      if (Open(g) && cap_[gpus_[g]] > 0) return true;
+    }
+    return false;
+  }
+
+  // A block to be offloaded may instead go back, once, to a GPU whose run ended with room left (the final norm and head after offloaded layers; a balanced share's
+  // remainder): blocks go there while they fit, and after the first that does not, never again.
+  bool PlaceOnReturnGpu(const WorkItem& item, const Closure& closure) {
+    if (return_ == Return::kOver) return false;
+    if (return_ == Return::kOpen) {
+      if (Fits(closure, {return_gpu_, true})) {
+        Place(item, closure, return_gpu_);
+        return true;
+      }
+      return_ = Return::kOver;
+      return false;
+    }
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      if (!Open(static_cast<int>(g)) && Fits(closure, {gpus_[g], true})) {
+        return_ = Return::kOpen;
+        return_gpu_ = gpus_[g];
+        Place(item, closure, return_gpu_);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // cpu, then disk: cpu's run ends at the first block it cannot take.
+  bool FitsOffloadCursor(const Closure& closure) const {
+    if (cpu_ >= 0 && !cpu_closed_) return Fits(closure, {cpu_, false});
+    return disk_ >= 0 && Fits(closure, {disk_, false});
+  }
+
+  bool PlaceOffloaded(const WorkItem& item, const Closure& closure) {
+    if (cpu_ >= 0 && !cpu_closed_) {
+      if (Fits(closure, {cpu_, false})) {
+        Place(item, closure, cpu_);
+        return true;
+      }
+      cpu_closed_ = true;
+    }
+    if (disk_ >= 0 && Fits(closure, {disk_, false})) {
+      Place(item, closure, disk_);
+      return true;
+    }
+    return false;
+  }
+
+  void Split(const WorkItem& item, std::deque<WorkItem>& queue) const {
+    const auto& items = tree_.modules()[item.index].items;
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      queue.push_front({it->is_module, it->index});
+    }
   }
 
   std::uint64_t CostOn(const Closure& closure, int device) const {
@@ -202,23 +294,30 @@ class SinglePass {
     return item.is_module ? tree_.modules()[item.index].name : tree_.tensors()[item.index].name;
   }
 
-  // Why a block landed on an offload device: the room each faster device had.
+  // Why a block landed off the GPUs: the room each faster device had, or that its run had
+  // ended (one contiguous run per device, in execution order).
   std::string WhyNotFaster(const Closure& closure, int device) const {
     std::vector<std::string> parts;
     const DeviceKind kind = budgets_[device].info.device.kind;
     std::vector<int> faster = gpus_;
     if (kind == DeviceKind::kDisk && cpu_ >= 0) faster.push_back(cpu_);
     for (int d : faster) {
-      parts.push_back(absl::StrCat(budgets_[d].info.device.Name(), " full: ",
-                                   FormatBytes(static_cast<std::uint64_t>(room_[d])),
-                                   " left, block needs ", FormatBytes(CostOn(closure, d))));
+      const auto room = static_cast<std::uint64_t>(room_[d]);
+      const std::uint64_t cost = CostOn(closure, d);
+      if (cost > room) {
+        parts.push_back(absl::StrCat(budgets_[d].info.device.Name(), " full: ", FormatBytes(room),
+                                     " left, block needs ", FormatBytes(cost)));
+      } else {
+        parts.push_back(absl::StrCat(budgets_[d].info.device.Name(), ": ", FormatBytes(room),
+                                     " left, but its run of blocks had ended"));
+      }
     }
     return absl::StrJoin(parts, "; ");
   }
 
-  void Place(const WorkItem& item, const Closure& closure, const Attempt& attempt) {
-    const int d = attempt.device;
-    if (roles_.IsOffload(d)) {
+  void Place(const WorkItem& item, const Closure& closure, int d) {
+    if (!budgets_[d].info.device.is_gpu() &&
+        (roles_.has_gpu || budgets_[d].info.device.kind == DeviceKind::kDisk)) {
       std::string why = WhyNotFaster(closure, d);
       if (!why.empty()) reasons_.emplace_back(NameOf(item), std::move(why));
     }
@@ -243,10 +342,8 @@ class SinglePass {
     const auto cost = static_cast<std::int64_t>(CostOn(closure, d));
     room_[d] -= cost;
     cap_[d] = std::max<std::int64_t>(cap_[d] - cost, 0);
-    if (attempt.capped) {
-      for (std::size_t i = cursor_; i < gpus_.size(); ++i) {
-        if (gpus_[i] == d) cursor_ = i;
-      }
+    if (gpu_index_[d] >= 0 && gpu_state_[gpu_index_[d]] == GpuState::kFresh) {
+      gpu_state_[gpu_index_[d]] = GpuState::kUsed;
     }
     steps_.push_back(std::move(step));
   }
@@ -277,7 +374,16 @@ class SinglePass {
   std::vector<int> gpus_;
   int cpu_ = -1;
   int disk_ = -1;
-  std::size_t cursor_ = 0;  // index into gpus_ of the GPU being filled
+  const Detours detours_;
+  enum class GpuState { kFresh, kUsed, kClosed };  // kClosed: its run has ended
+  std::vector<GpuState> gpu_state_;  // per gpus_ entry
+  int cursor_ = -1;                  // index into gpus_ of the current GPU; -1: none
+  int ahead_ = -1;                   // index into gpus_ of the GPU blocks went ahead to
+  std::vector<int> gpu_index_;    // per budget: index into gpus_, or -1
+  enum class Return { kNotYet, kOpen, kOver };
+  Return return_ = Return::kNotYet;
+  int return_gpu_ = -1;
+  bool cpu_closed_ = false;       // cpu's run ended: the rest goes to disk
   std::vector<int> unit_device_;
   std::vector<bool> group_placed_;
   std::vector<std::uint64_t> unit_weight_prefix_;
@@ -290,8 +396,9 @@ class SinglePass {
 
 PassResult RunPlacementPass(const ModuleTree& tree, const PlacementUnits& units,
                             const std::vector<DeviceBudget>& budgets, const DeviceRoles& roles,
-                            const PlanOptions& options, const OffloadReserve& reserve) {
-  SinglePass pass(tree, units, budgets, roles, options, reserve);
+                            const PlanOptions& options, const OffloadReserve& reserve,
+                            Detours detours) {
+  SinglePass pass(tree, units, budgets, roles, options, reserve, detours);
   PassResult result;
   result.failure = pass.Run();
   result.unit_device = pass.unit_device();

@@ -21,15 +21,27 @@ namespace placer::placement {
 
 // Reserves on the execution device that depend on what gets offloaded.
 struct OffloadReserve {
+  std::uint64_t slots = 2;
   std::uint64_t staging = 0;
   std::uint64_t offloaded_kv = 0;
 
-  // Counts one offloaded block. Staging is double-buffered: two slots, each able to hold the
-  // largest block (the runtime's WeightStager allocates exactly these two).
+  explicit OffloadReserve(int staging_slots) : slots(static_cast<std::uint64_t>(staging_slots)) {}
+
+  // Counts one offloaded block. Staging keeps `slots` buffers, each able to hold the largest
+  // block (the runtime's WeightStager allocates exactly these).
   void AddOffloaded(std::uint64_t weights_bytes, std::uint64_t kv_bytes) {
     offloaded_kv += kv_bytes;
-    staging = std::max(staging, 2 * weights_bytes);
+    staging = std::max(staging, slots * weights_bytes);
   }
+};
+
+// The walk's two departures from one contiguous run per device (planner.h): a block too big
+// for the still-empty current GPU goes ahead to another GPU, and a block to be offloaded goes
+// back once to a GPU whose run ended with room. PlanPlacement drops them when a plan would
+// hop more than its bound allows.
+struct Detours {
+  bool go_ahead = true;
+  bool return_to_gpu = true;
 };
 
 // The first block that fit nowhere.
@@ -49,6 +61,7 @@ struct PassResult {
 
 PassResult RunPlacementPass(const ModuleTree& tree, const PlacementUnits& units,
                             const std::vector<DeviceBudget>& budgets, const DeviceRoles& roles,
-                            const PlanOptions& options, const OffloadReserve& reserve);
+                            const PlanOptions& options, const OffloadReserve& reserve,
+                            Detours detours);
 
 }  // namespace placer::placement

@@ -76,7 +76,15 @@ struct PlanSizing {
 struct Plan {
   Strategy strategy = Strategy::kSequential;
   PlanSizing sizing;
-  Device execution_device;  // where offloaded blocks run
+  // Balanced plans: why the shares were not kept (empty when they were).
+  std::string strategy_note;
+  Device execution_device;  // where offloaded blocks run (--offload-exec)
+  // How: copied onto execution_device for each use through `staging_slots` buffers (2: the next
+  // block is copied in while one computes; 1: each block when entered), or not staged (0): they
+  // run on the cpu where their weights live and only activations move.
+  bool offload_staged = false;
+  int staging_slots = 0;
+  std::string execution_reason;  // the choice, and why the better ones were not possible
   // Hugging Face form, in execution order: the coarsest modules whose
   // tensors all share a device.
   std::vector<std::pair<std::string, Device>> device_map;

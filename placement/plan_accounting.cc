@@ -8,7 +8,7 @@ namespace placer::placement {
 
 OffloadReserve OffloadNeeds(const PlacementUnits& units, const DeviceRoles& roles,
                             const std::vector<int>& unit_device) {
-  OffloadReserve needs;
+  OffloadReserve needs(roles.staging_slots);
   for (const UnitGroup& group : units.groups) {
     const int device = unit_device[group.units[0]];
     if (device < 0 || !roles.IsOffload(device)) continue;

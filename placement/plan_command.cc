@@ -102,6 +102,7 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   }
   absl::StatusOr<Strategy> strategy = ParseStrategy(args.placement.strategy);
   if (!strategy.ok()) return strategy.status();
+  PLACER_ASSIGN_OR_RETURN(OffloadExec offload_exec, ParseOffloadExec(args.placement.offload_exec));
 
   InventoryOptions inventory;
   if (!args.placement.devices.empty()) {
@@ -126,14 +127,16 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   PLACER_ASSIGN_OR_RETURN(ModelToPlan model, LoadModel(args));
   PLACER_ASSIGN_OR_RETURN(ModuleTree tree, ModuleTree::Build(model.spec, model.compute_dtype));
 
+  PlanOptions options;
+  options.strategy = *strategy;
+  options.activation_reserve_bytes = model.activation_reserve_bytes;
+  options.offload_exec = offload_exec;
+  options.prefetch = args.placement.prefetch;
   absl::StatusOr<Plan> plan;
   if (!args.placement.device_map_path.empty()) {
     PLACER_ASSIGN_OR_RETURN(DeviceMap map, ReadDeviceMapFile(args.placement.device_map_path));
-    plan = ValidateDeviceMap(tree, map, budgets, model.activation_reserve_bytes);
+    plan = ValidateDeviceMap(tree, map, budgets, options);
   } else {
-    PlanOptions options;
-    options.strategy = *strategy;
-    options.activation_reserve_bytes = model.activation_reserve_bytes;
     plan = PlanPlacement(tree, budgets, options);
   }
   if (!plan.ok()) return plan.status();
@@ -141,7 +144,7 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   plan->sizing.kv_cache_blocks = model.kv_cache_blocks;
   plan->sizing.compute_dtype = model.compute_dtype;
   plan->sizing.virtual_gpus = !args.placement.devices.empty();
-  plan->sizing.prefetch = args.placement.prefetch;
+  plan->sizing.prefetch = args.placement.prefetch && (!plan->offload_staged || plan->staging_slots == 2);
   plan->sizing.offload_dir = args.placement.offload_dir;
   return plan;
 }

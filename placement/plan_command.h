@@ -33,6 +33,7 @@ struct PlacementOptions {
   std::string offload_dir;   // empty: no disk device
   std::string device_map_path;  // validate this map instead of planning
   bool prefetch = true;      // stage the next offloaded block while the current one computes
+  std::string offload_exec = "auto";  // where offloaded blocks run: auto | gpu | cpu
   GpuProbe gpu_probe;        // empty: no GPU (the CLI is torch-free)
   std::string meminfo_path = "/proc/meminfo";
 };

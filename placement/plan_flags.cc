@@ -33,6 +33,12 @@ void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
   app.add_option("--offload-dir", options.offload_dir,
                  "directory for disk offload; without it nothing is placed on disk")
       ->group(group);
+  app.add_option("--offload-exec", options.offload_exec,
+                 "where blocks placed on cpu or disk run: auto (staged onto a GPU through two "
+                 "slots, else one, else on the cpu), gpu (staged, two slots or one), cpu (where "
+                 "their weights live; only activations move)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
+      ->group(group);
   app.add_option("--device-map", options.device_map_path,
                  "use this Hugging Face device-map JSON (validated) instead of planning")
       ->group(group);

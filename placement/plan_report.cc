@@ -28,6 +28,25 @@ std::string Signed(std::int64_t bytes) {
 
 }  // namespace
 
+std::vector<std::string> OffloadedBlocks(const Plan& plan) {
+  bool has_gpu = false;
+  for (const DevicePlan& device : plan.devices) {
+    has_gpu = has_gpu || (device.device.is_gpu() && device.budget_bytes > 0);
+  }
+  std::vector<std::string> keys;
+  for (const auto& [key, device] : plan.device_map) {
+    if (device.kind == DeviceKind::kDisk || (has_gpu && device.kind == DeviceKind::kCpu)) {
+      keys.push_back(key);
+    }
+  }
+  return keys;
+}
+
+std::string OffloadExecutionName(const Plan& plan) {
+  if (!plan.offload_staged) return "cpu";
+  return plan.staging_slots >= 2 ? "staged_prefetch" : "staged_one_slot";
+}
+
 nlohmann::ordered_json PlanToJson(const Plan& plan) {
   nlohmann::ordered_json json;
   json["device_map"] = DeviceMapToJson(plan.device_map);
@@ -49,14 +68,25 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
   json["reasons"] = nlohmann::ordered_json::object();
   for (const auto& [key, why] : plan.reasons) json["reasons"][key] = why;
   json["strategy"] = std::string(StrategyName(plan.strategy));
+  if (!plan.strategy_note.empty()) json["strategy_note"] = plan.strategy_note;
   json["execution_device"] = DeviceToHfJson(plan.execution_device);
+  nlohmann::ordered_json execution;
+  execution["mode"] = OffloadExecutionName(plan);
+  execution["device"] = plan.execution_device.Name();
+  execution["staging_slots"] = plan.staging_slots;
+  execution["prefetch"] = plan.offload_staged && plan.sizing.prefetch;
+  execution["blocks"] = OffloadedBlocks(plan);
+  execution["reason"] = plan.execution_reason;
+  json["offload_execution"] = execution;
   return json;
 }
 
 std::string PlanToTable(const Plan& plan) {
+  const std::vector<std::string> offloaded = OffloadedBlocks(plan);
   std::string out = absl::StrCat("Device map (", StrategyName(plan.strategy),
-                                 "; offloaded blocks run on ",
-                                 plan.execution_device.Name(), "):\n");
+                                 "; offloaded blocks run on ", plan.execution_device.Name(),
+                                 offloaded.empty() ? "" : absl::StrCat(": ", OffloadExecutionName(plan)),
+                                 "):\n");
   std::size_t width = 0;
   for (const auto& entry : plan.device_map) width = std::max(width, entry.first.size() + 6);
   const auto& map = plan.device_map;
@@ -88,6 +118,11 @@ std::string PlanToTable(const Plan& plan) {
         FormatBytes(device.kv_reserve_bytes),
         FormatBytes(device.activation_reserve_bytes + device.staging_reserve_bytes),
         Signed(device.left_bytes()));
+  }
+  if (!plan.strategy_note.empty()) absl::StrAppend(&out, "\nStrategy: ", plan.strategy_note, "\n");
+  if (!offloaded.empty()) {
+    absl::StrAppend(&out, "\nOffloaded blocks (", offloaded.size(), "): ", plan.execution_reason,
+                    "\n");
   }
   if (!plan.reasons.empty()) {
     out += "\nPlaced off the GPUs:\n";

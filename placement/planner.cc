@@ -19,11 +19,16 @@ namespace {
 // last resort reserves for the worst case, which always covers the plan.
 constexpr int kMaxReserveRounds = 6;
 
-OffloadReserve WorstCaseReserve(const PlacementUnits& units) {
-  OffloadReserve reserve;
+OffloadReserve WorstCaseReserve(const PlacementUnits& units, const DeviceRoles& roles) {
+  OffloadReserve reserve(roles.staging_slots);
   for (const UnitGroup& group : units.groups) reserve.AddOffloaded(group.weights_bytes, group.kv_bytes);
   return reserve;
 }
+
+absl::StatusOr<Plan> PlanWithDetours(const ModuleTree& tree, const PlacementUnits& units,
+                                     const std::vector<DeviceBudget>& budgets,
+                                     const ExecutionChoice& choice, const PlanOptions& options,
+                                     Detours detours);
 
 absl::Status DoesNotFit(const Failure& failure, const PlacementUnits& units,
                         const std::vector<DeviceBudget>& budgets, const DeviceRoles& roles,
@@ -74,34 +79,77 @@ std::vector<std::pair<std::string, std::string>> ReasonsByMapKey(
   return out;
 }
 
-}  // namespace
+std::uint64_t GpuBytes(const Plan& plan) {
+  std::uint64_t bytes = 0;
+  for (const DevicePlan& device : plan.devices) {
+    if (device.device.is_gpu()) bytes += device.weights_bytes;
+  }
+  return bytes;
+}
 
-absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
-                                   const std::vector<DeviceBudget>& given_budgets,
-                                   const PlanOptions& options) {
-  // A GPU that cannot even hold the activation reserve cannot run a block.
-  std::vector<DeviceBudget> budgets = given_budgets;
-  for (DeviceBudget& budget : budgets) {
-    if (budget.info.device.is_gpu() && budget.limit_bytes > 0 &&
-        budget.limit_bytes <= options.activation_reserve_bytes) {
-      budget.source = absl::StrCat(budget.source, "; unused: ",
-                                   FormatBytes(budget.limit_bytes), " is not more than the ",
-                                   FormatBytes(options.activation_reserve_bytes),
-                                   " activation reserve");
-      budget.limit_bytes = 0;
+bool OffloadsAnything(const Plan& plan) {
+  for (const DevicePlan& device : plan.devices) {
+    if (!device.device.is_gpu() && device.weights_bytes > 0) return true;
+  }
+  return false;
+}
+
+// The hop bound of planner.h: device switches between consecutive tensors in execution order
+// <= devices used + offloaded runs. A tensor a step placed outside its own range (brought
+// along by a tie) is where its group is, so it does not count.
+bool WithinHopBound(const ModuleTree& tree, const Plan& plan) {
+  std::vector<bool> counted(tree.tensors().size(), true);
+  for (const PlacementStep& step : plan.steps) {
+    int begin = 0;
+    int end = 0;
+    if (std::optional<int> module = tree.FindModule(step.name)) {
+      begin = tree.modules()[*module].tensor_begin;
+      end = tree.modules()[*module].tensor_end;
+    } else if (std::optional<int> tensor = tree.FindTensor(step.name)) {
+      begin = *tensor;
+      end = begin + 1;
     }
+    for (int t : step.tensors) counted[t] = t >= begin && t < end;
   }
-  const DeviceRoles roles = AssignDeviceRoles(budgets);
-  if (roles.execution < 0) {
-    return absl::FailedPreconditionError("no device to run on: neither a GPU nor cpu");
+  int switches = 0;
+  int offloaded_runs = 0;
+  std::set<Device> used;
+  const Device* previous = nullptr;
+  for (std::size_t t = 0; t < counted.size(); ++t) {
+    if (!counted[t]) continue;
+    const Device& device = plan.tensor_devices[t];
+    used.insert(device);
+    if (previous != nullptr && device != *previous) ++switches;
+    if (!device.is_gpu() && (previous == nullptr || previous->is_gpu())) ++offloaded_runs;
+    previous = &device;
   }
-  const PlacementUnits units = PlacementUnits::FromTree(tree);
+  return switches <= static_cast<int>(used.size()) + offloaded_runs;
+}
 
-  OffloadReserve reserve;
+// One plan for one way of running offloaded blocks; its reserves re-planned until they cover
+// what it offloads. Detours are dropped, return first, while the plan hops more than the bound
+// allows; without them every device holds one run, which always keeps it.
+absl::StatusOr<Plan> PlanWithChoice(const ModuleTree& tree, const PlacementUnits& units,
+                                    const std::vector<DeviceBudget>& budgets,
+                                    const ExecutionChoice& choice, const PlanOptions& options) {
+  absl::StatusOr<Plan> plan;
+  for (const Detours detours :
+       {Detours{true, true}, Detours{true, false}, Detours{false, false}}) {
+    plan = PlanWithDetours(tree, units, budgets, choice, options, detours);
+    if (!plan.ok() || WithinHopBound(tree, *plan)) return plan;
+  }
+  return plan;
+}
+absl::StatusOr<Plan> PlanWithDetours(const ModuleTree& tree, const PlacementUnits& units,
+                                     const std::vector<DeviceBudget>& budgets,
+                                     const ExecutionChoice& choice, const PlanOptions& options,
+                                     Detours detours) {
+  const DeviceRoles roles = AssignDeviceRoles(budgets, choice);
+  OffloadReserve reserve(roles.staging_slots);
   PassResult pass;
   for (int round = 0;; ++round) {
-    if (round == kMaxReserveRounds) reserve = WorstCaseReserve(units);
-    pass = RunPlacementPass(tree, units, budgets, roles, options, reserve);
+    if (round == kMaxReserveRounds) reserve = WorstCaseReserve(units, roles);
+    pass = RunPlacementPass(tree, units, budgets, roles, options, reserve, detours);
     if (pass.failure) {
       return DoesNotFit(*pass.failure, units, budgets, roles, options, reserve);
     }
@@ -130,9 +178,81 @@ absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
         static_cast<std::uint64_t>(-execution.left_bytes()),
         " bytes; give it more memory (--max-memory) or lower --max-seq-len / --max-batch-size"));
   }
+  plan.offload_staged = choice.staged;
+  plan.staging_slots = choice.staged ? choice.staging_slots : 0;
   plan.steps = std::move(pass.steps);
   plan.reasons = ReasonsByMapKey(plan.device_map, pass.reasons);
   return plan;
+}
+
+// Balanced shares are moot once the GPUs overflow: then the GPUs' full room (sequential) is
+// used when it keeps more on them.
+absl::StatusOr<Plan> PlanWithStrategy(const ModuleTree& tree, const PlacementUnits& units,
+                                      const std::vector<DeviceBudget>& budgets,
+                                      const ExecutionChoice& choice, const PlanOptions& options) {
+  absl::StatusOr<Plan> plan = PlanWithChoice(tree, units, budgets, choice, options);
+  if (options.strategy == Strategy::kSequential || (plan.ok() && !OffloadsAnything(*plan))) {
+    return plan;
+  }
+  PlanOptions sequential = options;
+  sequential.strategy = Strategy::kSequential;
+  absl::StatusOr<Plan> full = PlanWithChoice(tree, units, budgets, choice, sequential);
+  if (!full.ok()) return plan;
+  if (plan.ok() && GpuBytes(*plan) >= GpuBytes(*full)) return plan;
+  full->strategy = options.strategy;
+  full->strategy_note = "the GPUs overflow their balanced shares, so each was filled to its room";
+  return full;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
+                                   const std::vector<DeviceBudget>& given_budgets,
+                                   const PlanOptions& options) {
+  // A GPU that cannot even hold the activation reserve cannot run a block.
+  std::vector<DeviceBudget> budgets = given_budgets;
+  for (DeviceBudget& budget : budgets) {
+    if (budget.info.device.is_gpu() && budget.limit_bytes > 0 &&
+        budget.limit_bytes <= options.activation_reserve_bytes) {
+      budget.source = absl::StrCat(budget.source, "; unused: ",
+                                   FormatBytes(budget.limit_bytes), " is not more than the ",
+                                   FormatBytes(options.activation_reserve_bytes),
+                                   " activation reserve");
+      budget.limit_bytes = 0;
+    }
+  }
+  const std::vector<ExecutionChoice> choices =
+      ExecutionChoices(budgets, options.offload_exec, options.prefetch);
+  if (choices.empty()) {
+    return absl::FailedPreconditionError(
+        options.offload_exec == OffloadExec::kCpu
+            ? "--offload-exec cpu: no cpu to run the offloaded blocks on"
+            : "no device to run on: neither a GPU nor cpu");
+  }
+  const PlacementUnits units = PlacementUnits::FromTree(tree);
+
+  std::vector<std::string> rejected;
+  absl::Status last_error;
+  for (const ExecutionChoice& choice : choices) {
+    absl::StatusOr<Plan> plan = PlanWithStrategy(tree, units, budgets, choice, options);
+    if (!plan.ok()) {
+      rejected.push_back(absl::StrCat(choice.Describe(budgets), ": ", plan.status().message()));
+      last_error = plan.status();
+      continue;
+    }
+    if (!OffloadsAnything(*plan)) {
+      plan->execution_reason = "nothing is offloaded";
+    } else {
+      plan->execution_reason = absl::StrCat(
+          "offloaded blocks ", choice.Describe(budgets), " (--offload-exec ",
+          OffloadExecName(options.offload_exec), ")",
+          rejected.empty() ? "" : "; not ", absl::StrJoin(rejected, "; not "));
+    }
+    return plan;
+  }
+  if (rejected.size() == 1) return last_error;
+  return absl::Status(last_error.code(),
+                      absl::StrCat(last_error.message(), " (tried: ", absl::StrJoin(rejected, "; "), ")"));
 }
 
 }  // namespace placer::placement

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/budget.h"
+#include "placement/device_roles.h"
 #include "placement/module_tree.h"
 #include "placement/plan.h"
 
@@ -33,6 +34,8 @@ struct PlanOptions {
   // Held back on every GPU with a budget (on cpu when there is none); see
   // placement/reserves.h for the estimate.
   std::uint64_t activation_reserve_bytes = 0;
+  OffloadExec offload_exec = OffloadExec::kAuto;
+  bool prefetch = true;  // false: staging keeps one slot (--no-prefetch)
 };
 
 // Deterministic for equal inputs; time linear in the number of tensors.

@@ -23,7 +23,8 @@ absl::StatusOr<std::unique_ptr<BlockRunner>> BlockRunner::Create(
   PLACER_ASSIGN_OR_RETURN(
       auto staging,
       StageWeightsHook::Create(runner->blocks_, runner->transfer_, runner->accounting_.get(),
-                               plan.execution_device, plan.prefetch));
+                               plan.execution_device, plan.prefetch && plan.staging_slots > 1,
+                               plan.staging_slots));
   if (staging != nullptr) runner->hooks_.push_back(std::move(staging));
   if (plan.prefetch && std::any_of(runner->blocks_.begin(), runner->blocks_.end(), RunsFromDisk)) {
     runner->hooks_.push_back(std::make_shared<DiskReadaheadHook>(runner->blocks_));

@@ -16,6 +16,7 @@ RuntimePlan RuntimePlan::FromPlan(const placement::Plan& plan) {
   runtime.execution_device = plan.execution_device;
   runtime.virtual_gpus = plan.sizing.virtual_gpus;
   runtime.prefetch = plan.sizing.prefetch;
+  if (plan.offload_staged) runtime.staging_slots = plan.staging_slots;
   runtime.offload_dir = plan.sizing.offload_dir;
   return runtime;
 }

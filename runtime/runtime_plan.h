@@ -25,6 +25,9 @@ struct RuntimePlan {
   bool virtual_gpus = false;
   // Stage block i+1 while block i computes. Off: stage when a block is entered.
   bool prefetch = true;
+  // Buffers on the execution device that staged blocks are copied into: 2, or 1 where the
+  // plan found room for one only (then prefetch is off).
+  int staging_slots = 2;
   std::string offload_dir;  // where converted copies of disk tensors are written
 
   // Everything on the CPU: what a caller gets with no plan at all.

@@ -10,7 +10,6 @@
 namespace placer::runtime {
 namespace {
 
-constexpr size_t kStagingSlots = 2;
 
 // Where each staged tensor starts inside a slot: aligned for vector loads and CUDA kernels.
 constexpr uint64_t kSlotAlignment = 256;
@@ -23,7 +22,8 @@ uint64_t SlotSpan(const at::Tensor& tensor) {
 
 absl::StatusOr<std::unique_ptr<StageWeightsHook>> StageWeightsHook::Create(
     const std::vector<BoundBlock>& blocks, const DeviceTransfer& transfer,
-    RuntimeAccounting* accounting, const Device& execution_device, bool prefetch) {
+    RuntimeAccounting* accounting, const Device& execution_device, bool prefetch,
+    int staging_slots) {
   if (std::none_of(blocks.begin(), blocks.end(), [](const BoundBlock& b) { return b.staged; })) {
     return nullptr;
   }
@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<StageWeightsHook>> StageWeightsHook::Create(
   }
   const at::Device device = TorchDeviceOf(execution_device, transfer.virtual_gpus());
   try {
-    for (size_t slot = 0; slot < kStagingSlots; ++slot) {
+    for (int slot = 0; slot < staging_slots; ++slot) {
       // Not touched here: host pages fault in once, on the first pass, and stay.
       hook->slots_.push_back(at::empty({static_cast<int64_t>(hook->slot_bytes_)},
                                        at::TensorOptions().dtype(at::kByte).device(device)));
@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<StageWeightsHook>> StageWeightsHook::Create(
       // The kernels of the slot's blocks are queued by now: copies into it wait for them.
       [self, device](size_t slot) { self->slot_fences_[slot].Record(device); }};
   hook->stager_ = std::make_unique<WeightStager>(
-      kStagingSlots, hook->slot_bytes_, std::move(sequence),
+      static_cast<size_t>(staging_slots), hook->slot_bytes_, std::move(sequence),
       [self](size_t block, StagingRegion region, bool background) {
         return self->Stage(block, region, background);
       },

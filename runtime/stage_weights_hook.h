@@ -1,8 +1,9 @@
 // Stages offloaded blocks onto the execution device (Accelerate's AlignDevicesHook with
-// offload, plus prefetch): on Enter a staged block gets its weights copied into one of two
-// staging slots allocated once on the execution device (sized for the largest staged block:
-// the plan's staging reserve), and the blocks after it are staged ahead by a background thread
-// (WeightStager) while it computes; on Exit its slot room is released.
+// offload, plus prefetch): on Enter a staged block gets its weights copied into one of the
+// plan's staging slots (two, or one where the execution device has room for one only),
+// allocated once on the execution device and sized for the largest staged block; with two,
+// the blocks after it are staged ahead by a background thread (WeightStager) while it
+// computes; on Exit its slot room is released.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -22,7 +23,8 @@ class StageWeightsHook final : public BlockHook {
   // Null when no block is staged. `blocks` and `transfer` must outlive the hook.
   static absl::StatusOr<std::unique_ptr<StageWeightsHook>> Create(
       const std::vector<BoundBlock>& blocks, const DeviceTransfer& transfer,
-      RuntimeAccounting* accounting, const Device& execution_device, bool prefetch);
+      RuntimeAccounting* accounting, const Device& execution_device, bool prefetch,
+      int staging_slots);
   ~StageWeightsHook() override;
 
   void Enter(BlockCall& call) override;

@@ -52,6 +52,12 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   placement.gpu_probe = placement::CudaGpuProbe();
   PLACER_ASSIGN_OR_RETURN(auto plan, placement::BuildPlan({dir, "", "table", placement}));
   spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
+  const std::vector<std::string> offloaded = placement::OffloadedBlocks(plan);
+  if (!offloaded.empty()) {
+    spdlog::info("offload execution: {} on {} for {} blocks: {}",
+                 placement::OffloadExecutionName(plan), plan.execution_device.Name(),
+                 offloaded.size(), plan.execution_reason);
+  }
 
   std::vector<std::string> device_names;
   for (const placement::DevicePlan& device : plan.devices)
@@ -78,6 +84,9 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
         module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
   }
   snapshot.accounting = accounting;
+  snapshot.offload_execution = {placement::OffloadExecutionName(plan),
+                                plan.execution_device.Name(), plan.execution_reason,
+                                static_cast<uint32_t>(plan.staging_slots), offloaded};
   for (const placement::DevicePlan& device : plan.devices) {
     snapshot.devices.push_back({device.device.Name(), device.total_bytes, device.free_bytes,
                                 device.weights_bytes, device.kv_reserve_bytes,

@@ -48,6 +48,12 @@ struct ModelSnapshot {
              reserved_bytes = 0;
   };
   std::vector<DeviceFigures> devices;
+  struct OffloadExecution {
+    std::string mode, device, reason;
+    uint32_t staging_slots = 0;
+    std::vector<std::string> blocks;
+  };
+  OffloadExecution offload_execution;  // where blocks off the GPUs run (the plan's choice)
   // What the plan was sized for and the engine must run within (set when ready).
   placement::ServingLimits limits;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady

@@ -198,6 +198,15 @@ grpc::Status PlacerService::GetModelInfo(grpc::ServerContext* context,
   for (const auto& [module, device] : model->device_map) {
     (*response->mutable_device_map())[module] = device;
   }
+  if (model->state == ModelState::kReady) {
+    const ModelSnapshot::OffloadExecution& execution = model->offload_execution;
+    v1::OffloadExecution* out = response->mutable_offload_execution();
+    out->set_mode(execution.mode);
+    out->set_device(execution.device);
+    out->set_staging_slots(execution.staging_slots);
+    out->set_reason(execution.reason);
+    for (const std::string& block : execution.blocks) out->add_blocks(block);
+  }
   for (const ModelSnapshot::DeviceFigures& figures : model->devices) {
     v1::DeviceInfo* device = response->add_devices();
     device->set_name(figures.name);

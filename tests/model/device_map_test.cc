@@ -168,6 +168,28 @@ TEST_P(DeviceMaps, EverythingOffloaded) {
                    "cpu and disk, no GPU");
 }
 
+// The planner's degradations (--offload-exec auto): one staging slot when the execution GPU
+// has room for one only, then the offloaded blocks run on the cpu where they live.
+TEST_P(DeviceMaps, OffloadedBlocksThroughOneSlotOrOnTheCpuGiveTheSameAnswer) {
+  RuntimePlan one_slot =
+      PlanOf(MapOf(arch(), Gpu(0), {Gpu(0), kCpu, Gpu(1), kDisk}, kCpu), Gpu(0), false);
+  one_slot.staging_slots = 1;
+  ExpectSameAnswer(one_slot, "staged through one slot");
+
+  const DeviceMap spread = MapOf(arch(), Gpu(0), {Gpu(0), kCpu, Gpu(1), kDisk}, kCpu);
+  ExpectSameAnswer(PlanOf(spread, kCpu), "offloaded blocks run on the cpu");
+  Loaded loaded = Load(PlanOf(spread, kCpu));
+  ASSERT_NE(loaded.model, nullptr);
+  ASSERT_TRUE(loaded.model->Forward(prompt_, /*all_positions=*/false).ok());
+  for (const std::string device : {"cuda:0", "cuda:1", "cpu"}) {
+    EXPECT_EQ(loaded.accounting->Used(device, MemoryKind::kStaging), 0u)
+        << device << ": nothing is staged when offloaded blocks run on the cpu";
+  }
+  // Only activations cross (a row of 64 floats per move), never the layers' weights.
+  EXPECT_LT(loaded.accounting->Transferred("cpu", "cuda:0"), BytesOf(arch().layer_prefix + "1"));
+  EXPECT_EQ(loaded.accounting->Transferred("disk", "cuda:0"), 0u);
+}
+
 TEST_P(DeviceMaps, IncrementalDecodingOnASpreadMapEqualsTheFullForward) {
   Loaded loaded =
       Load(PlanOf(MapOf(arch(), Gpu(0), {Gpu(1), kDisk, kCpu, Gpu(1)}, Gpu(0)), Gpu(0)));

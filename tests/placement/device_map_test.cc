@@ -57,7 +57,7 @@ class ValidateTest : public ::testing::Test {
   ValidateTest() : tree_(BuildTree(DecoderSpec(2, 10, 10, 0, /*tied=*/true))) {}
   absl::StatusOr<Plan> Validate(const std::string& json, std::uint64_t gpu_bytes = 100) {
     return ValidateDeviceMap(tree_, MustParse(json),
-                             Budgets({{"cuda:0", gpu_bytes}, {"cpu", 100}, {"disk", 100}}), 0);
+                             Budgets({{"cuda:0", gpu_bytes}, {"cpu", 100}, {"disk", 100}}), {});
   }
   ModuleTree tree_;
 };
@@ -83,7 +83,7 @@ TEST(ValidateRowLookupTest, AnOffloadedEmbeddingTakesNoStagingRoomUnlessTiedToTh
         tree,
         MustParse(R"({"model.embed_tokens": "cpu", "model.layers": 0, "model.norm": 0,
                       "lm_head": "cpu"})"),
-        Budgets({{"cuda:0", 100}, {"cpu", 100}}), 0);
+        Budgets({{"cuda:0", 100}, {"cpu", 100}}), {});
     ASSERT_TRUE(plan.ok()) << plan.status();
     // Untied: only the 5-byte lm_head is staged. Tied: the shared 30 bytes are, for the head.
     EXPECT_EQ(plan->devices[0].staging_reserve_bytes, tied ? 60u : 10u) << "tied " << tied;
@@ -94,7 +94,7 @@ TEST_F(ValidateTest, AcceptsWhatThePlannerWrites) {
   const auto budgets = Budgets({{"cuda:0", 30}, {"cpu", 100}});
   absl::StatusOr<Plan> planned = PlanPlacement(tree_, budgets, {});
   ASSERT_TRUE(planned.ok()) << planned.status();
-  absl::StatusOr<Plan> validated = ValidateDeviceMap(tree_, planned->device_map, budgets, 0);
+  absl::StatusOr<Plan> validated = ValidateDeviceMap(tree_, planned->device_map, budgets, {});
   ASSERT_TRUE(validated.ok()) << validated.status();
   EXPECT_EQ(validated->device_map, planned->device_map);
   EXPECT_EQ(validated->devices[0].weights_bytes, planned->devices[0].weights_bytes);

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "placement/device_map.h"
 #include "tests/placement/test_trees.h"
 
@@ -127,16 +128,54 @@ TEST(PlannerTest, SplitModulePlacesItsOwnDirectTensorsToo) {
 }
 
 TEST(PlannerTest, BigBlockThatDoesNotFitDoesNotLeaveTheGpuEmpty) {
-  // accelerate #3041: the embedding does not fit cuda:0, so Accelerate moves
-  // on to cuda:1 for good and spills the last layer to cpu.
+  // accelerate #3041: the embedding does not fit cuda:0, so Accelerate moves on to cuda:1 for
+  // good and spills the last layer to cpu. Here the embedding goes ahead to cuda:1 while
+  // cuda:0, still empty, stays the GPU being filled; when it is full the walk moves on to
+  // cuda:1 for the rest: three runs, nothing on cpu.
   const ModuleTree tree = BuildTree(DecoderSpec(4, 10, 30, 1));
   const Plan plan = MustPlan(tree, Budgets({{"cuda:0", 25}, {"cuda:1", 60}, {"cpu", 100}}));
   EXPECT_EQ(MapOf(plan).at("model.embed_tokens"), "cuda:1");
+  EXPECT_EQ(MapOf(plan).at("model.layers.0"), "cuda:0");
+  EXPECT_EQ(MapOf(plan).at("model.layers.1"), "cuda:0");
   EXPECT_EQ(MapOf(plan).at("model.layers.2"), "cuda:1");
-  EXPECT_EQ(MapOf(plan).at("model.layers.3"), "cuda:0");
-  EXPECT_EQ(MapOf(plan).at("model.norm"), "cuda:0");
-  EXPECT_EQ(MapOf(plan).at("lm_head"), "cuda:0");
+  EXPECT_EQ(MapOf(plan).at("model.layers.3"), "cuda:1");
+  EXPECT_EQ(MapOf(plan).at("model.norm"), "cuda:1");
+  EXPECT_EQ(MapOf(plan).at("lm_head"), "cuda:1");
   EXPECT_EQ(plan.devices[2].weights_bytes, 0u);
+}
+
+// The case: embedding 250 MB, layers 86 MB, on cuda:0=200MiB,cuda:1=24GiB. The whole
+// model fits cuda:1, but sequential fills cuda:0 first: the embedding goes ahead to cuda:1 and
+// cuda:0 takes the first two layers.
+TEST(PlannerTest, AGpuTooSmallForTheFirstBlockStillTakesWhatFollows) {
+  const std::uint64_t mb = 1000 * 1000;
+  const ModuleTree tree =
+      BuildTree(DecoderSpec(32, 86 * mb, 250 * mb, 250 * mb));
+  const Plan plan = MustPlan(tree, Budgets({{"cuda:0", 200ull << 20}, {"cuda:1", 24ull << 30}}));
+  EXPECT_EQ(MapOf(plan).at("model.embed_tokens"), "cuda:1");
+  EXPECT_EQ(MapOf(plan).at("model.layers.0"), "cuda:0");
+  EXPECT_EQ(MapOf(plan).at("model.layers.1"), "cuda:0");
+  EXPECT_EQ(MapOf(plan).at("model.layers.2"), "cuda:1");
+  EXPECT_EQ(MapOf(plan).at("lm_head"), "cuda:1");
+  EXPECT_EQ(plan.devices[0].weights_bytes, 2 * 86 * mb);
+}
+
+// Fill-what-fits would put layer 2 (too big for what cuda:0 has left) on cuda:1 and the small
+// layer 3 back on cuda:0: a hop each way on every token. Runs stay contiguous instead.
+TEST(PlannerTest, BlocksOfMixedSizesKeepOneRunPerGpu) {
+  ModuleTreeSpec spec;
+  const std::vector<int> sizes = {10, 10, 30, 5, 5, 30, 5};
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    spec.tensors.push_back(Bytes(absl::StrCat("layers.", i, ".w"), sizes[i]));
+    spec.module_classes[absl::StrCat("layers.", i)] = "Layer";
+  }
+  spec.no_split_classes = {"Layer"};
+  const ModuleTree tree = BuildTree(spec);
+  const Plan plan = MustPlan(tree, Budgets({{"cuda:0", 30}, {"cuda:1", 100}}));
+  std::vector<std::string> devices;
+  for (int i = 0; i < 7; ++i) devices.push_back(MapOf(plan).at(absl::StrCat("layers.", i)));
+  EXPECT_EQ(devices, (std::vector<std::string>{"cuda:0", "cuda:0", "cuda:1", "cuda:1", "cuda:1",
+                                               "cuda:1", "cuda:1"}));
 }
 
 TEST(PlannerTest, TiedTensorsAreCountedOnceAndPlacedTogether) {
@@ -238,6 +277,84 @@ TEST(PlannerTest, DeterministicAndHandlesThousandLayers) {
   EXPECT_EQ(first.device_map, second.device_map);
   EXPECT_EQ(first.device_map.size(), 1003u);
   EXPECT_EQ(first.reasons, second.reasons);
+}
+
+// --offload-exec auto degrades instead of refusing: two staging slots on the GPU, then one,
+// then the offloaded blocks run on the cpu. Layers are 10 bytes; embed, norm, head 1 each.
+TEST(OffloadExecTest, TwoSlotsThenOneSlotThenTheCpu) {
+  const ModuleTree tree = BuildTree(DecoderSpec(4, 10, 1, 1));
+  const Plan two = MustPlan(tree, Budgets({{"cuda:0", 35}, {"cpu", 100}}));
+  EXPECT_TRUE(two.offload_staged);
+  EXPECT_EQ(two.staging_slots, 2);
+  EXPECT_EQ(two.devices[0].staging_reserve_bytes, 20u);
+  EXPECT_THAT(two.execution_reason, HasSubstr("staged onto cuda:0 through two slots"));
+
+  // 15 bytes hold one 10-byte slot but not two.
+  const Plan one = MustPlan(tree, Budgets({{"cuda:0", 15}, {"cpu", 100}}));
+  EXPECT_TRUE(one.offload_staged);
+  EXPECT_EQ(one.staging_slots, 1);
+  EXPECT_EQ(one.execution_device, Device::Cuda(0));
+  EXPECT_EQ(one.devices[0].staging_reserve_bytes, 10u);
+  EXPECT_THAT(one.execution_reason, HasSubstr("through one slot"));
+  EXPECT_THAT(one.execution_reason, HasSubstr("not staged onto cuda:0 through two slots"));
+
+  // 6 bytes hold no slot: the layers run on the cpu, which keeps their KV and activations.
+  const Plan cpu = MustPlan(tree, Budgets({{"cuda:0", 6}, {"cpu", 100}}));
+  EXPECT_FALSE(cpu.offload_staged);
+  EXPECT_EQ(cpu.staging_slots, 0);
+  EXPECT_EQ(cpu.execution_device, Device::Cpu());
+  EXPECT_EQ(cpu.devices[0].staging_reserve_bytes, 0u);
+  EXPECT_EQ(MapOf(cpu).at("model.layers"), "cpu");
+  EXPECT_EQ(MapOf(cpu).at("model.embed_tokens"), "cuda:0");
+  EXPECT_THAT(cpu.execution_reason, HasSubstr("run on cpu where their weights live"));
+  EXPECT_THAT(cpu.execution_reason, HasSubstr("not staged onto cuda:0 through one slot"));
+}
+
+TEST(OffloadExecTest, TheFlagForcesOrForbidsAChoice) {
+  const ModuleTree tree = BuildTree(DecoderSpec(4, 10, 1, 1));
+  PlanOptions cpu_only;
+  cpu_only.offload_exec = OffloadExec::kCpu;
+  const Plan forced = MustPlan(tree, Budgets({{"cuda:0", 35}, {"cpu", 100}}), cpu_only);
+  EXPECT_EQ(forced.execution_device, Device::Cpu());
+  EXPECT_FALSE(forced.offload_staged);
+
+  PlanOptions gpu_only;
+  gpu_only.offload_exec = OffloadExec::kGpu;
+  absl::StatusOr<Plan> refused = PlanPlacement(tree, Budgets({{"cuda:0", 6}, {"cpu", 100}}), gpu_only);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("cannot hold their reserves"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("tried: staged onto cuda:0 through two slots"));
+
+  // --no-prefetch: one slot is all staging needs.
+  PlanOptions no_prefetch;
+  no_prefetch.prefetch = false;
+  const Plan one = MustPlan(tree, Budgets({{"cuda:0", 35}, {"cpu", 100}}), no_prefetch);
+  EXPECT_EQ(one.staging_slots, 1);
+  EXPECT_EQ(one.devices[0].staging_reserve_bytes, 10u);
+
+  EXPECT_EQ(*ParseOffloadExec("auto"), OffloadExec::kAuto);
+  EXPECT_THAT(ParseOffloadExec("gpu0").status().message(), HasSubstr("--offload-exec 'gpu0'"));
+}
+
+// Accelerate's test with a 4-byte GPU 0 answers {"": "cpu"}; placer runs the layers on the cpu
+// too, and still puts on the GPU what fits in it.
+TEST(OffloadExecTest, AGpuTooSmallForAnyStagingSlot) {
+  const ModuleTree tree = BuildTree(DecoderSpec(2, 10, 1, 1));
+  const Plan plan = MustPlan(tree, Budgets({{"cuda:0", 4}, {"cpu", 1000}}));
+  EXPECT_EQ(plan.execution_device, Device::Cpu());
+  EXPECT_EQ(MapOf(plan).at("model.layers"), "cpu");
+  EXPECT_LE(plan.devices[0].weights_bytes, 4u);
+}
+
+// The model does not fit even with the cheapest choice: by how many bytes.
+TEST(OffloadExecTest, RefusalSaysByHowManyBytes) {
+  const ModuleTree tree = BuildTree(DecoderSpec(4, 10, 10, 10));  // 61 bytes
+  absl::StatusOr<Plan> plan =
+      PlanPlacement(tree, Budgets({{"cuda:0", 5}, {"cpu", 10}, {"disk", 10}}), {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("does not fit even with disk"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("short by"));
 }
 
 TEST(StrategyTest, ParsesNames) {
