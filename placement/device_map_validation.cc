@@ -68,8 +68,7 @@ absl::StatusOr<Plan> AccountUserMap(const ModuleTree& tree, const DeviceMap& map
   plan.strategy = Strategy::kSequential;
   plan.offload_staged = choice.staged;
   plan.staging_slots = choice.staged ? choice.staging_slots : 0;
-  plan.execution_reason = absl::StrCat("the user's device map; offloaded blocks ",
-                                       choice.Describe(budgets));
+  plan.execution_reason = absl::StrCat(choice.Describe(budgets), " (the user's device map)");
   return plan;
 }
 

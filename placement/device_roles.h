@@ -26,6 +26,7 @@ struct ExecutionChoice {
   int execution = -1;
   int staging_slots = 2;
   bool staged = false;  // offloaded weights are copied onto `execution` for each use
+  // "staged onto cuda:0 through two slots (...)", "run on cpu where their weights live".
   std::string Describe(const std::vector<DeviceBudget>& budgets) const;
 };
 

@@ -244,7 +244,7 @@ absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
       plan->execution_reason = "nothing is offloaded";
     } else {
       plan->execution_reason = absl::StrCat(
-          "offloaded blocks ", choice.Describe(budgets), " (--offload-exec ",
+          choice.Describe(budgets), " (--offload-exec ",
           OffloadExecName(options.offload_exec), ")",
           rejected.empty() ? "" : "; not ", absl::StrJoin(rejected, "; not "));
     }

@@ -240,6 +240,46 @@ TEST_F(ModelLoading, AModelOverTwoVirtualGpusCpuAndDiskAnswersLikeOneDevice) {
   EXPECT_EQ(no_prefetch_logits, single_logits);
 }
 
+// --offload-exec auto on a cuda:0 too small for two staging slots of the largest offloaded
+// block (the 1 MiB embedding / head): one slot; too small for one: the offloaded blocks run on
+// the cpu. Each answers like one device, and GetModelInfo and the log say the choice.
+TEST_F(ModelLoading, AGpuTooSmallForTwoStagingSlotsDegradesToOneSlotThenTheCpu) {
+  WriteTinyPreset();
+  const auto [single_logits, single] = ServeAndForward(dir_, {});
+  struct Case {
+    std::string devices, mode, device;
+    uint32_t slots;
+  };
+  for (const Case& c : {Case{"cuda:0=2MiB,cpu=2MiB", "staged_one_slot", "cuda:0", 1},
+                        Case{"cuda:0=1MiB,cpu=8MiB", "cpu", "cpu", 0}}) {
+    SCOPED_TRACE(c.devices);
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(
+        ports, {"--model", dir_.string(), "--devices", c.devices, "--offload-dir",
+                (dir_ / "offload").string(), "--max-seq-len", "64", "--max-batch-size", "1"}));
+    ASSERT_TRUE(WaitServing(ports, seconds(30))) << daemon.Log();
+    client::PlacerClient client({ports.target(), seconds(5)});
+    v1::ForwardRequest forward;
+    for (int token : {4, 8, 15, 16, 23, 42}) forward.add_token_ids(token);
+    forward.set_all_positions(true);
+    auto logits = client.Forward(forward);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_EQ(logits->logits().data(), single_logits) << "the single-device logits";
+    auto info = client.GetModelInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    const v1::OffloadExecution& execution = info->offload_execution();
+    EXPECT_EQ(execution.mode(), c.mode);
+    EXPECT_EQ(execution.device(), c.device);
+    EXPECT_EQ(execution.staging_slots(), c.slots);
+    EXPECT_GT(execution.blocks_size(), 0);
+    EXPECT_NE(execution.reason().find("not staged onto cuda:0 through two slots"),
+              std::string::npos) << execution.reason();
+    EXPECT_NE(daemon.Log().find("offload execution: " + c.mode), std::string::npos)
+        << daemon.Log();
+  }
+  EXPECT_EQ(single.offload_execution().blocks_size(), 0) << "nothing offloaded on one device";
+}
+
 TEST_F(ModelLoading, ModelThatDoesNotFitIsRefusedSayingByHowMuch) {
   WriteTinyPreset();
   DaemonProcess daemon(DaemonArgs(PickPorts(), {"--model", dir_.string(), "--devices",
