@@ -1,5 +1,5 @@
 """Collectors of the serving sections of bench/run: batching (concurrent Generate streams),
-api (Forward through gRPC vs in process) and placement (`placer plan` on a 1,000-layer
+api (Forward through gRPC vs in process) and placement (`placer plan` on a 10,000-layer
 tree). Each takes the section's raw dir and returns "results" and README "rows"."""
 import statistics
 
@@ -85,13 +85,13 @@ def placement(raw):
     plan = load_json(raw, "plan.json")
     med = statistics.median(plan_s)
     start = statistics.median(help_s)
-    return {"what": "`placer plan --module-tree` of a 1,000-layer Llama-shaped tree (9,003 "
-                    "tensors, ~25 GiB in BF16) over 3 virtual GPUs of 6 GiB, 4 GiB of cpu and disk, whole process",
+    return {"what": "`placer plan --module-tree` of a 10,000-layer Llama-shaped tree (90,003 "
+                    "tensors, ~16 GB in BF16) over 3 virtual GPUs of 4 GiB, 2 GiB of cpu and disk, whole process",
             "results": {"plan_seconds": {"samples": plan_s, **stats(plan_s)},
                         "process_start_seconds": {"samples": help_s, **stats(help_s)},
                         "plan_devices": [d.get("device", d.get("name")) for d in plan.get("devices", [])]
                         if isinstance(plan, dict) else None},
-            "rows": [row("placer plan, 1,000-layer module tree", f"{med:.3f} s",
+            "rows": [row("placer plan, 10,000-layer module tree", f"{med:.3f} s",
                          f"`placer --help` {start:.3f} s", med / start, "plan / process start",
                          None, None,
                          "no peer: Accelerate's infer_auto_device_map is not installable here "

@@ -168,15 +168,14 @@ absl::StatusOr<Plan> PlanWithDetours(const ModuleTree& tree, const PlacementUnit
               reserve, plan);
   const DevicePlan& execution = plan.devices[roles.execution];
   if (execution.left_bytes() < 0) {
+    // PlanPlacement words the refusal when no other choice fits either.
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the model does not fit: ", execution.device.Name(),
-        " runs the offloaded blocks but cannot hold their reserves: staging ",
+        execution.device.Name(), " cannot hold the reserves for running the offloaded blocks: staging ",
         FormatBytes(execution.staging_reserve_bytes), " + KV cache ",
         FormatBytes(execution.kv_reserve_bytes), " + activations ",
         FormatBytes(execution.activation_reserve_bytes), " exceed its budget of ",
         FormatBytes(execution.budget_bytes), " by ",
-        static_cast<std::uint64_t>(-execution.left_bytes()),
-        " bytes; give it more memory (--max-memory) or lower --max-seq-len / --max-batch-size"));
+        static_cast<std::uint64_t>(-execution.left_bytes()), " bytes"));
   }
   plan.offload_staged = choice.staged;
   plan.staging_slots = choice.staged ? choice.staging_slots : 0;
@@ -232,11 +231,13 @@ absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
   const PlacementUnits units = PlacementUnits::FromTree(tree);
 
   std::vector<std::string> rejected;
+  std::vector<std::string> tried;
   absl::Status last_error;
   for (const ExecutionChoice& choice : choices) {
     absl::StatusOr<Plan> plan = PlanWithStrategy(tree, units, budgets, choice, options);
     if (!plan.ok()) {
       rejected.push_back(absl::StrCat(choice.Describe(budgets), ": ", plan.status().message()));
+      tried.push_back(choice.Describe(budgets));
       last_error = plan.status();
       continue;
     }
@@ -250,9 +251,17 @@ absl::StatusOr<Plan> PlanPlacement(const ModuleTree& tree,
     }
     return plan;
   }
-  if (rejected.size() == 1) return last_error;
-  return absl::Status(last_error.code(),
-                      absl::StrCat(last_error.message(), " (tried: ", absl::StrJoin(rejected, "; "), ")"));
+  std::string message(last_error.message());
+  if (message.rfind("the model does not fit", 0) != 0) {
+    message = absl::StrCat("the model does not fit: ", message,
+                           "; give it more memory (--max-memory) or lower --max-seq-len / "
+                           "--max-batch-size");
+  }
+  if (tried.size() > 1) {
+    tried.pop_back();
+    absl::StrAppend(&message, " (offloaded blocks also tried: ", absl::StrJoin(tried, "; "), ")");
+  }
+  return absl::Status(last_error.code(), message);
 }
 
 }  // namespace placer::placement

@@ -323,8 +323,10 @@ TEST(OffloadExecTest, TheFlagForcesOrForbidsAChoice) {
   absl::StatusOr<Plan> refused = PlanPlacement(tree, Budgets({{"cuda:0", 6}, {"cpu", 100}}), gpu_only);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(refused.status().message(), HasSubstr("cannot hold their reserves"));
-  EXPECT_THAT(refused.status().message(), HasSubstr("tried: staged onto cuda:0 through two slots"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("the model does not fit: cuda:0 cannot hold the reserves"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("also tried: staged onto cuda:0 through two slots"));
 
   // --no-prefetch: one slot is all staging needs.
   PlanOptions no_prefetch;
