@@ -68,6 +68,7 @@ struct PlanSizing {
   std::int64_t kv_cache_blocks = 0;  // the paged KV pool: exactly the KV reserve, in blocks
   // The dtype the weights' sizes were counted in; unset for a module tree in its own dtypes.
   std::optional<loader::DType> compute_dtype;
+  std::string compute_dtype_source;  // "--dtype BF16", "the checkpoint's (--dtype auto)", ...
   bool virtual_gpus = false;  // --devices: GPUs backed by host memory
   bool prefetch = true;       // the staging reserve is two slots: stage ahead of compute
   std::string offload_dir;    // where disk tensors in another dtype are converted to

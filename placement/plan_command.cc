@@ -26,11 +26,15 @@ struct ModelToPlan {
   std::uint64_t activation_reserve_bytes = 0;
   ServingLimits limits;
   std::int64_t kv_cache_blocks = 0;
+  std::string dtype_source;  // why compute_dtype, for the start log
 };
 
-absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
+// `--dtype auto` (or none): the dtype the checkpoint stores, so its pages bind as they are.
+bool IsAutoDType(const std::string& dtype) { return dtype.empty() || dtype == "auto"; }
+
+absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpus) {
   ModelToPlan model;
-  if (!args.placement.dtype.empty()) {
+  if (!IsAutoDType(args.placement.dtype)) {
     absl::StatusOr<loader::DType> dtype = loader::ParseTorchDTypeName(args.placement.dtype);
     if (!dtype.ok()) {
       return absl::InvalidArgumentError(
@@ -61,8 +65,18 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args) {
   const loader::ModelConfig& config = checkpoint.config;
   PLACER_ASSIGN_OR_RETURN(ServingLimits serving, ServingLimitsFor(args.placement, config));
   const ServingLimits& limits = serving;
-  const loader::DType dtype =
-      model.compute_dtype.value_or(CheckpointDType(config, checkpoint.tensors));
+  loader::DType dtype = model.compute_dtype.value_or(CheckpointDType(config, checkpoint.tensors));
+  if (model.compute_dtype) {
+    model.dtype_source = absl::StrCat("--dtype ", args.placement.dtype);
+  } else if (dtype == loader::DType::kF16 && !real_gpus) {
+    // The cpu (and virtual GPUs, which compute on it) has no F16 matrix multiply.
+    dtype = loader::DType::kBF16;
+    model.dtype_source =
+        "the checkpoint's F16, computed as BF16: no real GPU, and the cpu has no F16 matrix "
+        "multiply (--dtype auto)";
+  } else {
+    model.dtype_source = absl::StrCat("the checkpoint's (--dtype auto)");
+  }
   absl::StatusOr<ModuleTreeSpec> spec = ModuleTreeSpecForModel(
       config, checkpoint.tensors, KvCacheBytesPerLayer(config, limits, dtype));
   if (!spec.ok()) return spec.status();
@@ -124,7 +138,11 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   PLACER_ASSIGN_OR_RETURN(std::vector<DeviceBudget> budgets,
                           ComputeBudgets(devices, budget_options));
 
-  PLACER_ASSIGN_OR_RETURN(ModelToPlan model, LoadModel(args));
+  const bool real_gpus =
+      args.placement.devices.empty() &&
+      std::any_of(devices.begin(), devices.end(),
+                  [](const DeviceInfo& device) { return device.device.is_gpu(); });
+  PLACER_ASSIGN_OR_RETURN(ModelToPlan model, LoadModel(args, real_gpus));
   PLACER_ASSIGN_OR_RETURN(ModuleTree tree, ModuleTree::Build(model.spec, model.compute_dtype));
 
   PlanOptions options;
@@ -132,6 +150,15 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   options.activation_reserve_bytes = model.activation_reserve_bytes;
   options.offload_exec = offload_exec;
   options.prefetch = args.placement.prefetch;
+  // The cpu has no F16 matrix multiply: F16 blocks off the GPUs must be staged onto one.
+  if (model.compute_dtype == loader::DType::kF16 && offload_exec != OffloadExec::kGpu) {
+    if (offload_exec == OffloadExec::kCpu) {
+      return absl::InvalidArgumentError(
+          "--offload-exec cpu: compute dtype F16 cannot run on the cpu (no F16 matrix multiply "
+          "there); use --offload-exec gpu, or --dtype BF16 or F32");
+    }
+    options.offload_exec = OffloadExec::kGpu;
+  }
   absl::StatusOr<Plan> plan;
   if (!args.placement.device_map_path.empty()) {
     PLACER_ASSIGN_OR_RETURN(DeviceMap map, ReadDeviceMapFile(args.placement.device_map_path));
@@ -143,6 +170,7 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   plan->sizing.limits = model.limits;
   plan->sizing.kv_cache_blocks = model.kv_cache_blocks;
   plan->sizing.compute_dtype = model.compute_dtype;
+  plan->sizing.compute_dtype_source = model.dtype_source;
   plan->sizing.virtual_gpus = !args.placement.devices.empty();
   plan->sizing.prefetch = args.placement.prefetch && (!plan->offload_staged || plan->staging_slots == 2);
   plan->sizing.offload_dir = args.placement.offload_dir;

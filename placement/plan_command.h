@@ -29,7 +29,8 @@ struct PlacementOptions {
   std::int64_t max_seq_len = 0;
   std::int64_t max_batch_size = 8;  // sequences placerd runs at once (continuous batching)
   std::int64_t max_batch_total_tokens = 0;  // KV positions they share; 0: seq len x batch
-  std::string dtype;         // compute dtype ("bfloat16" or "BF16"); empty: checkpoint's
+  std::string dtype;         // compute dtype ("bfloat16" or "BF16"); "auto" or empty: the
+                             // checkpoint's (F16 as BF16 without a real GPU)
   std::string offload_dir;   // empty: no disk device
   std::string device_map_path;  // validate this map instead of planning
   bool prefetch = true;      // stage the next offloaded block while the current one computes

@@ -43,6 +43,7 @@ std::vector<std::string> OffloadedBlocks(const Plan& plan) {
 }
 
 std::string OffloadExecutionName(const Plan& plan) {
+  if (OffloadedBlocks(plan).empty()) return "none";
   if (!plan.offload_staged) return "cpu";
   return plan.staging_slots >= 2 ? "staged_prefetch" : "staged_one_slot";
 }
@@ -83,10 +84,12 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
 
 std::string PlanToTable(const Plan& plan) {
   const std::vector<std::string> offloaded = OffloadedBlocks(plan);
-  std::string out = absl::StrCat("Device map (", StrategyName(plan.strategy),
-                                 "; offloaded blocks run on ", plan.execution_device.Name(),
-                                 offloaded.empty() ? "" : absl::StrCat(": ", OffloadExecutionName(plan)),
-                                 "):\n");
+  std::string out = absl::StrCat(
+      "Device map (", StrategyName(plan.strategy), "; offloaded blocks: ",
+      offloaded.empty() ? "none"
+                        : absl::StrCat(OffloadExecutionName(plan), " on ",
+                                       plan.execution_device.Name()),
+      "):\n");
   std::size_t width = 0;
   for (const auto& entry : plan.device_map) width = std::max(width, entry.first.size() + 6);
   const auto& map = plan.device_map;

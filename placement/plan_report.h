@@ -21,7 +21,8 @@ nlohmann::ordered_json PlanToJson(const Plan& plan);
 // those on disk, and those on cpu when the plan has a GPU.
 std::vector<std::string> OffloadedBlocks(const Plan& plan);
 
-// How offloaded blocks run: "staged_prefetch" (two slots), "staged_one_slot" or "cpu".
+// How offloaded blocks run: "staged_prefetch" (two slots), "staged_one_slot", "cpu", or
+// "none" when nothing is offloaded.
 std::string OffloadExecutionName(const Plan& plan);
 
 // The device map (runs of consecutive layers on one device folded into

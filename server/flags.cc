@@ -98,8 +98,8 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
       ->check(CLI::Range(0, 1024));
   placement::AddPlacementFlags(app, options.placement);
   app.add_option("--dtype", options.placement.dtype,
-                 "compute dtype: F32 (default), BF16, or F16 (real GPUs only); the plan is sized "
-                 "in it")
+                 "compute dtype: auto (default: the checkpoint's; F16 as BF16 without a real "
+                 "GPU), F32, BF16, or F16 (real GPUs only); the plan is sized in it")
       ->group("Placement");
   app.add_option("--tls-cert", options.tls_cert,
                  "PEM server certificate (chain); with --tls-key serves gRPC over TLS")

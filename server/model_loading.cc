@@ -42,8 +42,6 @@ void LoadTokenizer(const loader::Checkpoint& checkpoint, ModelSnapshot* snapshot
 
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
                                               placement::PlacementOptions placement) {
-  // F32 unless --dtype says otherwise; the plan is sized in the same dtype.
-  if (placement.dtype.empty()) placement.dtype = "F32";
 
   // Open validates the whole checkpoint from its headers (no tensor data), so every file
   // error is reported by the loader before planning reads the same headers again.
@@ -51,6 +49,8 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
 
   placement.gpu_probe = placement::CudaGpuProbe();
   PLACER_ASSIGN_OR_RETURN(auto plan, placement::BuildPlan({dir, "", "table", placement}));
+  spdlog::info("compute dtype {}: {}", std::string(loader::DTypeName(*plan.sizing.compute_dtype)),
+               plan.sizing.compute_dtype_source);
   spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
   const std::vector<std::string> offloaded = placement::OffloadedBlocks(plan);
   if (!offloaded.empty()) {

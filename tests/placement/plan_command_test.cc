@@ -120,6 +120,25 @@ TEST(PlanCommandTest, PlansARealCheckpointWithKvReserveAndPrintsATable) {
   ASSERT_TRUE(RunPlanCommand(args, table).ok());
   EXPECT_THAT(table.str(), HasSubstr("KV reserve"));
   EXPECT_THAT(table.str(), HasSubstr("cuda:1"));
+
+  // Offloaded blocks: the JSON says how they run; F16 never runs them on the cpu.
+  args.format = "json";
+  args.placement.max_memory = "0=800KiB,1=800KiB,cpu=1GiB";
+  args.placement.offload_exec = "cpu";
+  std::ostringstream cpu_out;
+  ASSERT_TRUE(RunPlanCommand(args, cpu_out).ok());
+  const nlohmann::json on_cpu = nlohmann::json::parse(cpu_out.str());
+  EXPECT_EQ(on_cpu["offload_execution"]["mode"], "cpu");
+  EXPECT_EQ(on_cpu["offload_execution"]["device"], "cpu");
+  EXPECT_FALSE(on_cpu["offload_execution"]["blocks"].empty());
+  args.placement.dtype = "F16";
+  EXPECT_THAT(RunPlanCommand(args, cpu_out).message(),
+              HasSubstr("--offload-exec cpu: compute dtype F16 cannot run on the cpu"));
+  args.placement.offload_exec = "auto";
+  std::ostringstream f16_out;
+  absl::Status f16 = RunPlanCommand(args, f16_out);
+  ASSERT_TRUE(f16.ok()) << f16;
+  EXPECT_NE(nlohmann::json::parse(f16_out.str())["offload_execution"]["mode"], "cpu");
 }
 
 TEST(PlanCommandTest, ErrorsSayWhy) {

@@ -1,0 +1,129 @@
+// --dtype auto, placerd's default: a checkpoint is served in the dtype it stores (F16 as BF16
+// without a real GPU), said in GetModelInfo and the start log, and a BF16 checkpoint binds
+// without a copy: at ready its weights are mapped, not yet read.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "client/placer_client.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace placer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+class DtypeAuto : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("placer-dtype-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path Write(const std::string& name, const std::string& args) {
+    const fs::path dir = root_ / name;
+    const CommandResult made = RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " +
+                                          dir.string() + " --arch llama " + args);
+    EXPECT_EQ(made.exit_code, 0) << made.output;
+    return dir;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(DtypeAuto, ServesTheCheckpointsDtypeAndSaysSo) {
+  struct Case {
+    std::string stored, computed, log;
+  };
+  for (const Case& c : {Case{"F32", "F32", "compute dtype F32: the checkpoint's"},
+                        Case{"BF16", "BF16", "compute dtype BF16: the checkpoint's"},
+                        Case{"F16", "BF16", "compute dtype BF16: the checkpoint's F16, computed as "
+                                            "BF16: no real GPU"}}) {
+    SCOPED_TRACE(c.stored);
+    const fs::path dir = Write(c.stored, "--layers 2 --hidden 64 --heads 4 --kv-heads 2 "
+                                         "--intermediate 128 --vocab 300 --seed 3 --dtype " +
+                                             c.stored);
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports, {"--model", dir.string(), "--max-seq-len", "64"}));
+    ASSERT_TRUE(WaitServing(ports, seconds(30))) << daemon.Log();
+    client::PlacerClient client({ports.target(), seconds(5)});
+    auto info = client.GetModelInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->dtype(), c.stored);
+    EXPECT_EQ(info->compute_dtype(), c.computed);
+    EXPECT_NE(daemon.Log().find(c.log), std::string::npos) << daemon.Log();
+    v1::ForwardRequest forward;
+    for (int token : {4, 8, 15}) forward.add_token_ids(token);
+    auto logits = client.Forward(forward);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_EQ(logits->logits().data().size(), 300 * sizeof(float));
+  }
+}
+
+// kB figures of one process's mappings, from /proc/PID/smaps: resident bytes of the mappings
+// of files under `dir`, and anonymous resident bytes in all.
+struct Residency {
+  double mapped_checkpoint = 0;
+  double anonymous = 0;
+};
+
+Residency ResidencyOf(pid_t pid, const fs::path& dir) {
+  std::ifstream smaps("/proc/" + std::to_string(pid) + "/smaps");
+  Residency residency;
+  bool in_checkpoint = false;
+  std::string line;
+  while (std::getline(smaps, line)) {
+    std::istringstream fields(line);
+    std::string first;
+    fields >> first;
+    if (first.find('-') != std::string::npos && first.back() != ':') {  // a mapping's header
+      in_checkpoint = line.find(dir.string()) != std::string::npos;
+      continue;
+    }
+    double kb = 0;
+    fields >> kb;
+    if (first == "Rss:" && in_checkpoint) residency.mapped_checkpoint += kb * 1024;
+    if (first == "Anonymous:") residency.anonymous += kb * 1024;
+  }
+  return residency;
+}
+
+// ~64 MB of BF16 weights. Served as they are, they are mapped and not read until used: at
+// ready next to none of the checkpoint is resident (the 0.1x). Forced to F32 they
+// are converted into anonymous memory twice their size.
+TEST_F(DtypeAuto, ABf16CheckpointIsBoundWithoutACopy) {
+  const fs::path dir = Write("big", "--layers 8 --hidden 512 --heads 8 --kv-heads 4 "
+                                    "--intermediate 1408 --vocab 8000 --seed 4 --dtype BF16");
+  double bytes = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".safetensors") bytes += static_cast<double>(entry.file_size());
+  }
+  ASSERT_GT(bytes, 50.0 * (1 << 20));
+  auto at_ready = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> flags = {"--model", dir.string(), "--max-seq-len", "64",
+                                      "--max-batch-size", "1"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports, flags));
+    EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+    return ResidencyOf(daemon.pid(), dir);
+  };
+  const Residency bf16 = at_ready({});
+  const Residency f32 = at_ready({"--dtype", "F32"});
+  EXPECT_LT(bf16.mapped_checkpoint, 0.1 * bytes)
+      << "--dtype auto read its BF16 weights before any request";
+  EXPECT_GT(f32.anonymous - bf16.anonymous, 1.5 * bytes)
+      << "F32 converts the weights into memory of its own; auto should not: anonymous "
+      << bf16.anonymous << " (auto) vs " << f32.anonymous << " (F32), weights " << bytes;
+}
+
+}  // namespace
+}  // namespace placer::testing
