@@ -16,7 +16,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE llama_cpp
 
 # Python stubs for client/python, into $(BUILD_DIR)/client/python/gen (see client/python/README.md).
 python-client: configure

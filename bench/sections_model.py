@@ -139,9 +139,44 @@ def decode(raw):
     rows.append(row("gRPC cost per decode token (small)", f"{step['placer gRPC'] * 1e3:.2f} ms",
                     f"in-process {step['placer in-process'] * 1e3:.2f} ms", overhead,
                     "gRPC / in-process", "≤ 1.05", overhead <= 1.05))
-    return {"what": "batch-1 greedy prefill and decode of the small Llama preset, F32, same "
-                    "threads both sides; greedy tokens identical across sides: " + str(same),
+    rows += llama_cpp_rows(raw, prompt, results)
+    return {"what": "batch-1 greedy prefill and decode of the small Llama preset, F32 (and BF16 "
+                    "against llama.cpp), same threads every side; greedy tokens identical across "
+                    "placer and PyTorch: " + str(same),
             "results": results, "rows": rows}
+
+
+def llama_cpp_rows(raw, prompt, results):
+    """placer through gRPC against llama-bench on the same weights (GGUF), per dtype: decode and
+    prefill tokens/s, medians over the alternating rounds."""
+    rows = []
+    for dtype in ("F32", "BF16"):
+        peer_runs = []
+        for name in sorted(os.listdir(raw)):
+            if name.startswith(f"llama_cpp_{dtype}_") and name.endswith(".json"):
+                peer_runs.append(load_json(raw, name))
+        ours = load_jsonl(raw, f"placer_grpc_{dtype}.jsonl") if os.path.exists(
+            os.path.join(raw, f"placer_grpc_{dtype}.jsonl")) else []
+        if not peer_runs or not ours:
+            continue
+        peer_decode = statistics.median(t["avg_ts"] for r in peer_runs for t in r if t["n_gen"] > 0)
+        peer_prefill = statistics.median(t["avg_ts"] for r in peer_runs for t in r
+                                         if t["n_prompt"] > 0 and t["n_gen"] == 0)
+        our_decode = 1 / statistics.median(s for r in ours for s in r["step_seconds"][0])
+        our_prefill = prompt / statistics.median(r["ttft_seconds"][0] for r in ours)
+        results[f"llama_cpp_{dtype}"] = {"runs": peer_runs, "placer_grpc": ours,
+                                         "decode_tokens_per_second": peer_decode,
+                                         "prefill_tokens_per_second": peer_prefill}
+        rows.append(row(f"decode tokens/s, small, batch 1, {dtype}: placer gRPC vs llama.cpp",
+                        f"{our_decode:.1f} tok/s", f"llama.cpp {peer_decode:.1f} tok/s",
+                        our_decode / peer_decode, "placer / llama.cpp", "≥ 1.0",
+                        our_decode / peer_decode >= 1.0))
+        rows.append(row(f"prompt tokens/s ({prompt}-token prompt), {dtype}: placer gRPC vs "
+                        "llama.cpp", f"{our_prefill:.1f} tok/s", f"llama.cpp {peer_prefill:.1f} tok/s",
+                        our_prefill / peer_prefill, "placer / llama.cpp", "≥ 1.0",
+                        our_prefill / peer_prefill >= 1.0,
+                        "placer's figure is time to first token through gRPC"))
+    return rows
 
 
 def offload(raw):

@@ -1,0 +1,56 @@
+#!/bin/bash
+# llama.cpp, the CPU-speed peer of bench/run: built once, CPU only, from the source the npm
+# package node-llama-cpp ships (package/llama/gitRelease.bundle, a git bundle of llama.cpp
+# release v0.5.0), cached under BUILD_DIR/llama.cpp/.
+#
+#   llama_cpp.sh build BUILD_DIR            -> prints the llama-bench path
+#   llama_cpp.sh gguf BUILD_DIR CHECKPOINT OUT.gguf [F32|BF16]
+#   llama_cpp.sh bench BUILD_DIR MODEL.gguf THREADS PROMPT NEW REPS OUT.json
+#
+# `bench` runs `llama-bench -t THREADS -p PROMPT -n NEW -r REPS -o json` and writes its JSON.
+set -euo pipefail
+
+VERSION=3.22.1  # node-llama-cpp; its gitRelease.bundle is llama.cpp v0.5.0
+cmd=${1:?usage: llama_cpp.sh build|gguf|bench BUILD_DIR ...}
+build_dir=${2:?BUILD_DIR}
+root="$build_dir/llama.cpp"
+
+fetch_source() {
+  if [[ -f "$root/src/CMakeLists.txt" ]]; then return; fi
+  mkdir -p "$root"
+  (cd "$root" && npm pack "node-llama-cpp@$VERSION" --silent >/dev/null)
+  tar -xzf "$root/node-llama-cpp-$VERSION.tgz" -C "$root" package/llama/gitRelease.bundle
+  rm -rf "$root/src"
+  git -c advice.detachedHead=false clone --quiet "$root/package/llama/gitRelease.bundle" "$root/src"
+}
+
+build() {
+  fetch_source
+  if [[ ! -x "$root/build/bin/llama-bench" ]]; then
+    cmake -S "$root/src" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DLLAMA_CURL=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$root/configure.log" 2>&1 ||
+      { tail -20 "$root/configure.log" >&2; exit 1; }
+    cmake --build "$root/build" -j"${JOBS:-2}" --target llama-bench llama-quantize \
+      >"$root/build.log" 2>&1 || { tail -30 "$root/build.log" >&2; exit 1; }
+  fi
+  echo "$root/build/bin/llama-bench"
+}
+
+case "$cmd" in
+  build) build ;;
+  gguf)
+    fetch_source
+    checkpoint=${3:?CHECKPOINT}; out=${4:?OUT.gguf}; dtype=${5:-}
+    here=$(dirname "$0")
+    /usr/bin/python3 "$here/write_gguf.py" "$checkpoint" "$out" --gguf-py "$root/src/gguf-py" \
+      ${dtype:+--dtype "$dtype"}
+    ;;
+  bench)
+    bench=$(build)
+    model=${3:?MODEL.gguf}; threads=${4:?THREADS}; prompt=${5:?PROMPT}; new=${6:?NEW}
+    reps=${7:?REPS}; out=${8:?OUT.json}
+    "$bench" -m "$model" -t "$threads" -p "$prompt" -n "$new" -r "$reps" -o json >"$out"
+    ;;
+  *) echo "llama_cpp.sh: unknown command '$cmd' (build, gguf, bench)" >&2; exit 2 ;;
+esac
