@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
 namespace placer::model {
@@ -28,6 +29,12 @@ constexpr int64_t kCacheResidentWeightBytes = int64_t{16} << 20;
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;
+  // BF16 weights (a BF16 checkpoint served as it is): a decode step's few rows read each
+  // weight once; prompt chunks go to ATen's BF16 GEMM below.
+  const Bf16Isa bf16 = DetectBf16Isa();
+  if (rows >= 1 && rows <= SmallBatchBf16MaxRows(bf16) && SmallBatchBf16Applies(x, weight, bias)) {
+    return SmallBatchLinearBf16(x, weight, bias, bf16);
+  }
   const VectorIsa isa = DetectVectorIsa();
   if (rows >= 1 && rows <= SmallBatchLinearMaxRows(isa) &&
       SmallBatchLinearApplies(x, weight, bias)) {

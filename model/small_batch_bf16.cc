@@ -1,0 +1,297 @@
+#include "model/small_batch_bf16.h"
+
+#include <ATen/Parallel.h>
+
+// GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/spinning_workers.h"
+#include "model/vector_sum.h"
+
+namespace placer::model {
+namespace {
+
+struct Bf16Operands {
+  const uint16_t* x;       // [rows, in] BF16 bits
+  const uint16_t* weight;  // [out, in] BF16 bits
+  const float* bias;       // [out] or null (converted to float32 once)
+  float* y;                // [rows, out] float32, rounded to BF16 afterwards
+  int64_t rows, in, out;
+};
+
+// Weight rows per tile, and the input rows a tile multiplies while its weights are in
+// registers (accumulators: kTileRows x rows).
+constexpr int kTileRows = 2;
+constexpr int64_t kOutputsPerTask = 64;
+constexpr int64_t kTilesAhead = 4;  // weight rows prefetched this many tiles ahead
+
+inline float Bf16ToFloat(uint16_t bits) {
+  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof(value));
+  return value;
+}
+
+// The scalar tail of every path: the last in % lanes products, in order, after the vector sum.
+inline float TailDot(const uint16_t* w, const uint16_t* x, int64_t k, int64_t in) {
+  float sum = 0;
+  for (; k < in; ++k) sum += Bf16ToFloat(w[k]) * Bf16ToFloat(x[k]);
+  return sum;
+}
+
+template <int R, int T>
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void TileBf16(
+    const Bf16Operands& op, const uint16_t* x, const uint16_t* w, const uint16_t* ahead, float* y,
+    int64_t n) {
+  const int64_t in = op.in;
+  __m512 acc[T][R];
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 32 <= in; k += 32) {
+    __m512bh wv[T];
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      wv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + t * in + k));
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + r * in + k));
+      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        acc[t][r] = _mm512_dpbf16_ps(acc[t][r], wv[t], xv);
+      }
+    }
+  }
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const float sum = _mm512_reduce_add_ps(acc[t][r]) + TailDot(w + t * in, x + r * in, k, in);
+      y[r * op.out + t] = sum + bias;
+    }
+  }
+}
+
+__attribute__((target("avx512f"), always_inline)) inline __m512 Widen512(const uint16_t* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+template <int R, int T>
+__attribute__((target("avx512f,avx2,fma"), always_inline)) inline void TileWiden512(
+    const Bf16Operands& op, const uint16_t* x, const uint16_t* w, const uint16_t* ahead, float* y,
+    int64_t n) {
+  const int64_t in = op.in;
+  __m512 acc[T][R];
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 16 <= in; k += 16) {
+    __m512 wv[T];
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      wv[t] = Widen512(w + t * in + k);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const __m512 xv = Widen512(x + r * in + k);
+      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        acc[t][r] = _mm512_fmadd_ps(wv[t], xv, acc[t][r]);
+      }
+    }
+  }
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const float sum = _mm512_reduce_add_ps(acc[t][r]) + TailDot(w + t * in, x + r * in, k, in);
+      y[r * op.out + t] = sum + bias;
+    }
+  }
+}
+
+__attribute__((target("avx2"), always_inline)) inline __m256 Widen256(const uint16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+template <int R, int T>
+__attribute__((target("avx2,fma"), always_inline)) inline void TileWiden256(
+    const Bf16Operands& op, const uint16_t* x, const uint16_t* w, const uint16_t* ahead, float* y,
+    int64_t n) {
+  const int64_t in = op.in;
+  __m256 acc[T][R];
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm256_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 8 <= in; k += 8) {
+    __m256 wv[T];
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      wv[t] = Widen256(w + t * in + k);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const __m256 xv = Widen256(x + r * in + k);
+      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        acc[t][r] = _mm256_fmadd_ps(wv[t], xv, acc[t][r]);
+      }
+    }
+  }
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const float sum = HorizontalSum256(acc[t][r]) + TailDot(w + t * in, x + r * in, k, in);
+      y[r * op.out + t] = sum + bias;
+    }
+  }
+}
+
+// Weight rows [n0, n1) times input rows [m, m + R), tile by tile; one function per ISA so
+// code for one is never compiled with a wider one allowed.
+#define PLACER_BF16_ROW_CHUNK(NAME, TARGET, TILE)                                             \
+  template <int R>                                                                            \
+  __attribute__((target(TARGET))) void NAME(const Bf16Operands& op, int64_t m, int64_t n0,    \
+                                            int64_t n1) {                                     \
+    const uint16_t* x = op.x + m * op.in;                                                     \
+    float* y = op.y + m * op.out;                                                             \
+    int64_t n = n0;                                                                           \
+    for (; n + kTileRows <= n1; n += kTileRows) {                                             \
+      const int64_t ahead_row = n + kTilesAhead * kTileRows;                                  \
+      const uint16_t* ahead =                                                                 \
+          op.weight + (ahead_row + kTileRows <= op.out ? ahead_row : n) * op.in;              \
+      TILE<R, kTileRows>(op, x, op.weight + n * op.in, ahead, y + n, n);                      \
+    }                                                                                         \
+    if (n < n1) {                                                                             \
+      const uint16_t* w = op.weight + n * op.in;                                              \
+      TILE<R, 1>(op, x, w, w, y + n, n);                                                      \
+    }                                                                                         \
+  }
+PLACER_BF16_ROW_CHUNK(RowChunkBf16, "avx512f,avx512bw,avx512bf16", TileBf16)
+PLACER_BF16_ROW_CHUNK(RowChunkWiden512, "avx512f,avx2,fma", TileWiden512)
+PLACER_BF16_ROW_CHUNK(RowChunkWiden256, "avx2,fma", TileWiden256)
+#undef PLACER_BF16_ROW_CHUNK
+
+template <int R>
+void RowChunk(Bf16Isa isa, const Bf16Operands& op, int64_t m, int64_t n0, int64_t n1) {
+  switch (isa) {
+    case Bf16Isa::kAvx512Bf16: RowChunkBf16<R>(op, m, n0, n1); break;
+    case Bf16Isa::kAvx512: RowChunkWiden512<R>(op, m, n0, n1); break;
+    default: RowChunkWiden256<R>(op, m, n0, n1); break;
+  }
+}
+
+void WeightRows(Bf16Isa isa, const Bf16Operands& op, int64_t n0, int64_t n1) {
+  const int64_t chunk = isa == Bf16Isa::kAvx2 ? 4 : 8;
+  for (int64_t m = 0; m < op.rows; m += chunk) {
+    switch (std::min(chunk, op.rows - m)) {
+      case 1: RowChunk<1>(isa, op, m, n0, n1); break;
+      case 2: RowChunk<2>(isa, op, m, n0, n1); break;
+      case 3: RowChunk<3>(isa, op, m, n0, n1); break;
+      case 4: RowChunk<4>(isa, op, m, n0, n1); break;
+      case 5: RowChunk<5>(isa, op, m, n0, n1); break;
+      case 6: RowChunk<6>(isa, op, m, n0, n1); break;
+      case 7: RowChunk<7>(isa, op, m, n0, n1); break;
+      default: RowChunk<8>(isa, op, m, n0, n1); break;
+    }
+  }
+}
+
+bool Runs(Bf16Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Bf16Isa::kAvx512Bf16:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512bf16");
+    case Bf16Isa::kAvx512: return __builtin_cpu_supports("avx512f");
+    case Bf16Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Bf16Isa::kNone: return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<Bf16Isa> RunnableBf16Isas() {
+  std::vector<Bf16Isa> isas;
+  for (Bf16Isa isa : {Bf16Isa::kAvx512Bf16, Bf16Isa::kAvx512, Bf16Isa::kAvx2}) {
+    if (Runs(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+Bf16Isa DetectBf16Isa() {
+  static const Bf16Isa isa = [] {
+    const std::vector<Bf16Isa> isas = RunnableBf16Isas();
+    return isas.empty() ? Bf16Isa::kNone : isas.front();
+  }();
+  return isa;
+}
+
+const char* Bf16IsaName(Bf16Isa isa) {
+  switch (isa) {
+    case Bf16Isa::kAvx512Bf16: return "avx512_bf16";
+    case Bf16Isa::kAvx512: return "avx512f";
+    case Bf16Isa::kAvx2: return "avx2";
+    case Bf16Isa::kNone: return "none";
+  }
+  return "none";
+}
+
+int64_t SmallBatchBf16MaxRows(Bf16Isa isa) {
+  // A first choice, to be measured with `placer-bench-model products` as the float32 kernels
+  // were: beyond a prompt-chunk's worth of rows oneDNN's BF16 GEMM reuses each weight better.
+  return isa == Bf16Isa::kNone ? 0 : 16;
+}
+
+bool SmallBatchBf16Applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const auto cpu = [](const at::Tensor& t, at::ScalarType type) {
+    return t.device().is_cpu() && t.scalar_type() == type && t.layout() == at::kStrided;
+  };
+  if (!cpu(x, at::kBFloat16) || !cpu(weight, at::kBFloat16) || x.dim() < 1 || weight.dim() != 2) {
+    return false;
+  }
+  if (!weight.is_contiguous() || weight.size(1) != x.size(-1) || weight.size(1) == 0) return false;
+  if (bias.defined() &&
+      (!(cpu(bias, at::kBFloat16) || cpu(bias, at::kFloat)) || bias.dim() != 1 ||
+       !bias.is_contiguous() || bias.size(0) != weight.size(0))) {
+    return false;
+  }
+  return true;
+}
+
+at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor& bias, Bf16Isa isa) {
+  TORCH_CHECK(isa != Bf16Isa::kNone && Runs(isa), "SmallBatchLinearBf16: this CPU cannot run ",
+              Bf16IsaName(isa));
+  TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "SmallBatchLinearBf16: unsupported operands");
+  const int64_t in = weight.size(1);
+  const int64_t out = weight.size(0);
+  const at::Tensor flat = x.reshape({-1, in}).contiguous();
+  const int64_t rows = flat.size(0);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = out;
+  at::Tensor y = at::empty({rows, out}, flat.options().dtype(at::kFloat));
+  if (rows == 0 || out == 0) return y.to(at::kBFloat16).view(shape);
+  const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
+  const Bf16Operands op{reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>()),
+                        reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()),
+                        bias32.defined() ? bias32.data_ptr<float>() : nullptr,
+                        y.data_ptr<float>(), rows, in, out};
+  // Tasks split the outputs at tile boundaries, so every output is computed the same way
+  // whatever the thread count.
+  const int64_t tasks = (out + kOutputsPerTask - 1) / kOutputsPerTask;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    WeightRows(isa, op, begin * kOutputsPerTask, std::min(out, end * kOutputsPerTask));
+  };
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  // One rounding to BF16 (to nearest even, ATen's), after the float32 sum and bias.
+  return y.to(at::kBFloat16).view(shape);
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,83 @@
+// The BF16 few-row kernels on every instruction set this CPU runs: against a float64 sum of
+// the same BF16 products (odd sizes, tails, with and without bias), and each row's result
+// bit-identical alone and inside any batch.
+#include "model/small_batch_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace placer::model {
+namespace {
+
+at::Tensor RandomBf16(std::vector<int64_t> shape, int seed) {
+  at::manual_seed(seed);
+  return at::randn(shape, at::TensorOptions().dtype(at::kFloat)).to(at::kBFloat16);
+}
+
+TEST(SmallBatchBf16, EveryRunnableIsaMatchesAFloat64Reference) {
+  const std::vector<Bf16Isa> isas = RunnableBf16Isas();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512: no BF16 kernels";
+  for (Bf16Isa isa : isas) {
+    SCOPED_TRACE(Bf16IsaName(isa));
+    int seed = 1;
+    for (int64_t in : {1, 7, 31, 32, 33, 100, 257}) {
+      for (int64_t out : {1, 3, 65, 130}) {
+        for (int64_t rows : {1, 2, 5, 9}) {
+          for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
+            const at::Tensor x = RandomBf16({rows, in}, ++seed);
+            const at::Tensor w = RandomBf16({out, in}, ++seed);
+            at::Tensor bias;
+            if (bias_kind == 1) bias = RandomBf16({out}, ++seed);
+            if (bias_kind == 2) bias = at::randn({out});
+            ASSERT_TRUE(SmallBatchBf16Applies(x, w, bias));
+            const at::Tensor y = SmallBatchLinearBf16(x, w, bias, isa);
+            ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+            ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
+            const at::Tensor x64 = x.to(at::kDouble);
+            const at::Tensor w64 = w.to(at::kDouble);
+            at::Tensor reference = at::matmul(x64, w64.t());
+            if (bias.defined()) reference = reference + bias.to(at::kDouble);
+            const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
+            const at::Tensor error = (y.to(at::kDouble) - reference).abs();
+            // One BF16 rounding of the result, plus float32 accumulation over `in` products.
+            const at::Tensor allowed = reference.abs() * std::ldexp(1.0, -8) + magnitude * 1e-6;
+            ASSERT_TRUE(at::all(error <= allowed).item<bool>())
+                << "in " << in << " out " << out << " rows " << rows << " bias " << bias_kind
+                << ": worst error " << (error - allowed).max().item<double>() << " beyond";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SmallBatchBf16, ARowIsTheSameAloneAndInAnyBatch) {
+  for (Bf16Isa isa : RunnableBf16Isas()) {
+    SCOPED_TRACE(Bf16IsaName(isa));
+    const at::Tensor x = RandomBf16({11, 200}, 7);
+    const at::Tensor w = RandomBf16({300, 200}, 8);
+    const at::Tensor bias = RandomBf16({300}, 9);
+    const at::Tensor batched = SmallBatchLinearBf16(x, w, bias, isa);
+    for (int64_t r = 0; r < 11; ++r) {
+      const at::Tensor alone = SmallBatchLinearBf16(x.narrow(0, r, 1), w, bias, isa);
+      EXPECT_TRUE(at::equal(alone[0], batched[r])) << "row " << r;
+      // And at another position, among other rows.
+      const at::Tensor shifted = at::cat({x.narrow(0, (r + 3) % 11, 1), x.narrow(0, r, 1)});
+      EXPECT_TRUE(at::equal(SmallBatchLinearBf16(shifted, w, bias, isa)[1], batched[r])) << r;
+    }
+  }
+}
+
+TEST(SmallBatchBf16, OnlyBf16CpuOperandsApply) {
+  const at::Tensor x = RandomBf16({2, 16}, 1);
+  const at::Tensor w = RandomBf16({4, 16}, 2);
+  EXPECT_TRUE(SmallBatchBf16Applies(x, w, at::Tensor()));
+  EXPECT_FALSE(SmallBatchBf16Applies(x.to(at::kFloat), w, at::Tensor()));
+  EXPECT_FALSE(SmallBatchBf16Applies(x, w.to(at::kFloat), at::Tensor()));
+  EXPECT_FALSE(SmallBatchBf16Applies(x, w.t(), at::Tensor()));  // not [out, in] contiguous
+  EXPECT_FALSE(SmallBatchBf16Applies(x, w, RandomBf16({5}, 3)));
+}
+
+}  // namespace
+}  // namespace placer::model
