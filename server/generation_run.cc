@@ -26,12 +26,11 @@ absl::StatusOr<GenerationSummary> RunGeneration(const ModelSnapshot& model,
   // gRPC gives no deadline as a far-future time point; the engine checks it while queued.
   using Clock = model::GenerationEngine::Clock;
   const auto remaining = context->deadline() - std::chrono::system_clock::now();
-  const auto deadline =
-      remaining > std::chrono::hours(24 * 365)
-          ? Clock::time_point::max()
-          : Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining);
-  auto finish = model.engine->Generate(
-      request, deadline, stopped, [&](const model::SampledToken& token) {
+  const auto deadline = remaining > std::chrono::hours(24 * 365)
+                            ? Clock::time_point::max()
+                            : Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining);
+  auto finish =
+      model.engine->Generate(request, deadline, stopped, [&](const model::SampledToken& token) {
         if (stopped()) return model::TokenVerdict::kCancel;
         TextStream::Delta delta = text.Add(token.id);
         ++summary.completion_tokens;
@@ -41,9 +40,9 @@ absl::StatusOr<GenerationSummary> RunGeneration(const ModelSnapshot& model,
       });
   if (!finish.ok()) return finish.status();
   if (*finish == model::FinishReason::kCancelled && gate->cancelled()) {
-    return absl::UnavailableError(absl::StrCat(
-        "placerd is shutting down: the stream was cancelled after --drain-timeout, ",
-        summary.completion_tokens, " token(s) in; retry on another replica"));
+    return absl::UnavailableError(
+        absl::StrCat("placerd is shutting down: the stream was cancelled after --drain-timeout, ",
+                     summary.completion_tokens, " token(s) in; retry on another replica"));
   }
   if (*finish == model::FinishReason::kCancelled &&
       (context->IsCancelled() || (also_stop && also_stop()))) {

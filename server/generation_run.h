@@ -38,8 +38,7 @@ struct GenerationSummary {
 
 // Called for each generated token with its text delta (possibly empty); false when the
 // client can no longer be written to, which cancels the generation.
-using PieceWriter =
-    std::function<bool(const model::SampledToken& token, const std::string& text)>;
+using PieceWriter = std::function<bool(const model::SampledToken& token, const std::string& text)>;
 
 // Runs `request` (built by BuildGenerationRequest; `stop_strings` from the same params). A
 // generation cut short by the client is CANCELLED, by the drain UNAVAILABLE saying so; engine

@@ -35,12 +35,18 @@ bool IsTritonParameter(const std::string& name) {
 absl::StatusOr<SettingValue> FromParameter(const inference::InferParameter& parameter,
                                            const std::string& where) {
   switch (parameter.parameter_choice_case()) {
-    case inference::InferParameter::kBoolParam: return SettingValue(parameter.bool_param());
-    case inference::InferParameter::kInt64Param: return SettingValue(parameter.int64_param());
-    case inference::InferParameter::kUint64Param: return SettingValue(parameter.uint64_param());
-    case inference::InferParameter::kDoubleParam: return SettingValue(parameter.double_param());
-    case inference::InferParameter::kStringParam: return SettingValue(parameter.string_param());
-    case inference::InferParameter::PARAMETER_CHOICE_NOT_SET: break;
+    case inference::InferParameter::kBoolParam:
+      return SettingValue(parameter.bool_param());
+    case inference::InferParameter::kInt64Param:
+      return SettingValue(parameter.int64_param());
+    case inference::InferParameter::kUint64Param:
+      return SettingValue(parameter.uint64_param());
+    case inference::InferParameter::kDoubleParam:
+      return SettingValue(parameter.double_param());
+    case inference::InferParameter::kStringParam:
+      return SettingValue(parameter.string_param());
+    case inference::InferParameter::PARAMETER_CHOICE_NOT_SET:
+      break;
   }
   return absl::InvalidArgumentError(absl::StrCat(where, ": no value set"));
 }
@@ -53,9 +59,8 @@ absl::StatusOr<std::vector<int64_t>> SingleElementPrefix(const InputTensor& tens
       (shape.size() == 2 && shape[0] == 1 && shape[1] == 1)) {
     return shape.size() == 2 ? std::vector<int64_t>{1} : std::vector<int64_t>{};
   }
-  return absl::InvalidArgumentError(absl::StrCat(Quoted(tensor.name()), ": shape ",
-                                                 ShapeText(tensor),
-                                                 ", expected [1] or [1,1] (one value)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      Quoted(tensor.name()), ": shape ", ShapeText(tensor), ", expected [1] or [1,1] (one value)"));
 }
 
 // A list: shape [n] or [1,n].
@@ -173,9 +178,9 @@ absl::StatusOr<InferPlan> PlanInferRequest(const inference::ModelInferRequest& r
     } else if (IsSettingName(name)) {
       PLACER_RETURN_IF_ERROR(ApplyTensorSetting(input, &settings));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Quoted(name), ": not an input of placer's model (inputs: ", InputNames(),
-          "; stop_words and random_seed are accepted too)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Quoted(name), ": not an input of placer's model (inputs: ", InputNames(),
+                       "; stop_words and random_seed are accepted too)"));
     }
   }
   if (text != nullptr && ids != nullptr) {
@@ -189,8 +194,7 @@ absl::StatusOr<InferPlan> PlanInferRequest(const inference::ModelInferRequest& r
 
   std::set<std::string> wanted;
   for (const auto& output : request.outputs()) {
-    if (output.name() != kTextOutput && output.name() != kOutputIds &&
-        output.name() != kLogits) {
+    if (output.name() != kTextOutput && output.name() != kOutputIds && output.name() != kLogits) {
       return absl::InvalidArgumentError(absl::StrCat(
           "outputs: '", output.name(), "' is not an output of placer's model (outputs: ",
           kTextOutput, ", ", kOutputIds, ", ", kLogits, ")"));
@@ -218,8 +222,8 @@ absl::StatusOr<InferPlan> PlanInferRequest(const inference::ModelInferRequest& r
     if (values.empty()) return absl::InvalidArgumentError("input 'input_ids': no token ids");
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (values[i] < 0 || values[i] > std::numeric_limits<int32_t>::max()) {
-        return absl::InvalidArgumentError(absl::StrCat("input 'input_ids': element ", i, " is ",
-                                                       values[i], ", not a token id"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("input 'input_ids': element ", i, " is ", values[i], ", not a token id"));
       }
       plan.generate.add_prompt_token_ids(static_cast<int32_t>(values[i]));
       plan.forward.add_token_ids(static_cast<int32_t>(values[i]));

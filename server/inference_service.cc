@@ -67,12 +67,18 @@ InferenceService::InferenceService(const ModelSlot* model, RequestGate* gate,
                                    DaemonMetrics* metrics, InferenceServiceOptions options)
     : model_(model), gate_(gate), metrics_(metrics), options_(std::move(options)) {
   // In grpc_service.proto's order, as the generated service would add them.
-  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ServerLive", &InferenceService::ServerLive, this));
-  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ServerReady", &InferenceService::ServerReady, this));
-  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ModelReady", &InferenceService::ModelReady, this));
-  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ServerMetadata", &InferenceService::ServerMetadata, this));
-  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ModelMetadata", &InferenceService::ModelMetadata, this));
-  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ModelInfer", &InferenceService::ModelInfer, this));
+  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ServerLive", &InferenceService::ServerLive,
+                        this));
+  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ServerReady",
+                        &InferenceService::ServerReady, this));
+  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ModelReady", &InferenceService::ModelReady,
+                        this));
+  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ServerMetadata",
+                        &InferenceService::ServerMetadata, this));
+  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ModelMetadata",
+                        &InferenceService::ModelMetadata, this));
+  AddMethod(UnaryMethod("/inference.GRPCInferenceService/ModelInfer", &InferenceService::ModelInfer,
+                        this));
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/inference.GRPCInferenceService/ModelStreamInfer", grpc::internal::RpcMethod::BIDI_STREAMING,
       new grpc::internal::BidiStreamingHandler<InferenceService, inference::ModelInferRequest,
@@ -102,9 +108,9 @@ grpc::Status InferenceService::CheckModel(const ModelSnapshot& model, const std:
                         absl::StrCat("model '", name, "': placerd serves no model (no --model)"));
   }
   if (name != served) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("model '", name, "' is not served here; placerd serves '",
-                                     served, "'"));
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("model '", name, "' is not served here; placerd serves '", served, "'"));
   }
   if (!version.empty() && version != kVersion) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -161,8 +167,8 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* context,
   if (!status.ok()) return Finish("ModelMetadata", status);
   response->set_name(ModelName(*model));
   response->add_versions(kVersion);
-  response->set_platform(absl::StrCat("placer_", model->architecture.empty() ? "llm"
-                                                                             : model->architecture));
+  response->set_platform(
+      absl::StrCat("placer_", model->architecture.empty() ? "llm" : model->architecture));
   const auto add = [](const oip::TensorSignature& signature,
                       inference::ModelMetadataResponse::TensorMetadata* tensor) {
     tensor->set_name(signature.name);
@@ -234,19 +240,19 @@ absl::Status InferenceService::Run(grpc::ServerContext* context, const ModelSnap
     }
   };
   const GenerationCaller caller{context, gate_, sequence, std::move(should_stop)};
-  auto summary = RunGeneration(
-      model, prepared.generation, plan.generate.params(), caller,
-      [&](const model::SampledToken& token, const std::string& delta) {
-        text += delta;
-        ids.push_back(token.id);
-        if (!plan.stream) return true;
-        inference::ModelInferResponse response = response_for_request();
-        add_outputs(&response);
-        (*response.mutable_parameters())["triton_final_response"] = BoolParameter(false);
-        text.clear();
-        ids.clear();
-        return write(std::move(response), false);
-      });
+  auto summary = RunGeneration(model, prepared.generation, plan.generate.params(), caller,
+                               [&](const model::SampledToken& token, const std::string& delta) {
+                                 text += delta;
+                                 ids.push_back(token.id);
+                                 if (!plan.stream) return true;
+                                 inference::ModelInferResponse response = response_for_request();
+                                 add_outputs(&response);
+                                 (*response.mutable_parameters())["triton_final_response"] =
+                                     BoolParameter(false);
+                                 text.clear();
+                                 ids.clear();
+                                 return write(std::move(response), false);
+                               });
   if (!summary.ok()) return InProtocolTerms(summary.status(), plan.prompt_is_text);
   text += summary->final_text;
   inference::ModelInferResponse last = response_for_request();
@@ -276,12 +282,11 @@ grpc::Status InferenceService::ModelInfer(grpc::ServerContext* context,
                                "stream: true streams one response per token, which the unary "
                                "ModelInfer cannot; call ModelStreamInfer"));
   }
-  const absl::Status ran =
-      Run(context, *model, *request, *prepared, &timer.sequence(), nullptr,
-          [response](inference::ModelInferResponse answer, bool) {
-            *response = std::move(answer);
-            return true;
-          });
+  const absl::Status ran = Run(context, *model, *request, *prepared, &timer.sequence(), nullptr,
+                               [response](inference::ModelInferResponse answer, bool) {
+                                 *response = std::move(answer);
+                                 return true;
+                               });
   return Finish("ModelInfer", ToGrpcStatus(ran));
 }
 

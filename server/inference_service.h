@@ -48,18 +48,16 @@ class InferenceService final : public grpc::Service {
                            inference::ServerReadyResponse* response);
   grpc::Status ModelReady(grpc::ServerContext* context, const inference::ModelReadyRequest*,
                           inference::ModelReadyResponse* response);
-  grpc::Status ServerMetadata(grpc::ServerContext* context,
-                              const inference::ServerMetadataRequest*,
+  grpc::Status ServerMetadata(grpc::ServerContext* context, const inference::ServerMetadataRequest*,
                               inference::ServerMetadataResponse* response);
   grpc::Status ModelMetadata(grpc::ServerContext* context,
                              const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response);
   grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response);
-  grpc::Status ModelStreamInfer(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
-          stream);
+  grpc::Status ModelStreamInfer(grpc::ServerContext* context,
+                                grpc::ServerReaderWriter<inference::ModelStreamInferResponse,
+                                                         inference::ModelInferRequest>* stream);
 
  private:
   // A request checked and ready to run against one model snapshot.

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -15,10 +14,17 @@ namespace {
 
 // The backends' names; `stop_words` (TensorRT-LLM) and `random_seed` (TensorRT-LLM) are the
 // same settings as vLLM's `stop` and `seed`.
-const std::vector<std::string> kNames = {
-    "max_tokens", "temperature", "top_p",  "top_k",           "seed",
-    "stop",       "ignore_eos",  "stream", "repetition_penalty", "exclude_input_in_output",
-    "all_positions"};
+const std::vector<std::string> kNames = {"max_tokens",
+                                         "temperature",
+                                         "top_p",
+                                         "top_k",
+                                         "seed",
+                                         "stop",
+                                         "ignore_eos",
+                                         "stream",
+                                         "repetition_penalty",
+                                         "exclude_input_in_output",
+                                         "all_positions"};
 
 std::string Canonical(absl::string_view name) {
   if (name == "stop_words") return "stop";
@@ -98,11 +104,16 @@ absl::StatusOr<uint32_t> AsCount(const SettingValue& value, const std::string& w
 // One JSON value as a setting value; objects and mixed arrays are not settings.
 absl::StatusOr<SettingValue> FromJson(const nlohmann::json& json, const std::string& where) {
   switch (json.type()) {
-    case nlohmann::json::value_t::boolean: return SettingValue(json.get<bool>());
-    case nlohmann::json::value_t::number_integer: return SettingValue(json.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return SettingValue(json.get<uint64_t>());
-    case nlohmann::json::value_t::number_float: return SettingValue(json.get<double>());
-    case nlohmann::json::value_t::string: return SettingValue(json.get<std::string>());
+    case nlohmann::json::value_t::boolean:
+      return SettingValue(json.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return SettingValue(json.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return SettingValue(json.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return SettingValue(json.get<double>());
+    case nlohmann::json::value_t::string:
+      return SettingValue(json.get<std::string>());
     case nlohmann::json::value_t::array: {
       std::vector<std::string> strings;
       for (const nlohmann::json& element : json) {
@@ -172,9 +183,9 @@ absl::Status ApplySetting(absl::string_view raw_name, const SettingValue& value,
   } else if (name == "all_positions") {
     PLACER_ASSIGN_OR_RETURN(settings->all_positions, AsBool(value, where));
   } else {
-    return Invalid(where, absl::StrCat("not a setting placer knows (known: ",
-                                       absl::StrJoin(kNames, ", "),
-                                       "; stop_words and random_seed are aliases)"));
+    return Invalid(where,
+                   absl::StrCat("not a setting placer knows (known: ", absl::StrJoin(kNames, ", "),
+                                "; stop_words and random_seed are aliases)"));
   }
   return absl::OkStatus();
 }

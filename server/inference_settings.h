@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "placer/v1/placer.pb.h"
 
 namespace placer::server::oip {
@@ -28,8 +28,8 @@ struct GenerationSettings {
 };
 
 // One value as a client wrote it; `stop` alone takes several strings.
-using SettingValue = std::variant<bool, int64_t, uint64_t, double, std::string,
-                                  std::vector<std::string>>;
+using SettingValue =
+    std::variant<bool, int64_t, uint64_t, double, std::string, std::vector<std::string>>;
 
 // Whether `name` is a setting (or its alias: stop_words for stop, random_seed for seed).
 bool IsSettingName(absl::string_view name);

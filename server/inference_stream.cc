@@ -88,9 +88,9 @@ grpc::Status InferenceService::ModelStreamInfer(grpc::ServerContext* context, St
     const RequestGate::Ticket request_ticket = gate_->TryEnter();
     grpc::Status admitted = AdmitModelCall(request_ticket, *model_, &model);
     if (!admitted.ok()) {
-      out.Write(ErrorResponse(request, absl::Status(static_cast<absl::StatusCode>(
-                                                        admitted.error_code()),
-                                                    admitted.error_message())));
+      out.Write(
+          ErrorResponse(request, absl::Status(static_cast<absl::StatusCode>(admitted.error_code()),
+                                              admitted.error_message())));
       continue;
     }
     auto prepared = Prepare(*model, request);
@@ -110,32 +110,31 @@ grpc::Status InferenceService::ModelStreamInfer(grpc::ServerContext* context, St
     }
     RequestThread& thread = running.emplace_back();
     thread.thread = std::thread([this, context, &out, &stream_id, model, done = thread.done,
-                                 request = std::move(request),
-                                 prepared = *std::move(prepared)] {
+                                 request = std::move(request), prepared = *std::move(prepared)] {
       const ScopedRequestId id(stream_id);
       const auto started = std::chrono::steady_clock::now();
       SequenceMetrics sequence(metrics_);
-      const absl::Status status =
-          Run(context, *model, request, prepared, &sequence, [&out] { return out.failed(); },
-              [&out](inference::ModelInferResponse response, bool) {
-                inference::ModelStreamInferResponse message;
-                *message.mutable_infer_response() = std::move(response);
-                return out.Write(message);
-              });
+      const absl::Status status = Run(
+          context, *model, request, prepared, &sequence, [&out] { return out.failed(); },
+          [&out](inference::ModelInferResponse response, bool) {
+            inference::ModelStreamInferResponse message;
+            *message.mutable_infer_response() = std::move(response);
+            return out.Write(message);
+          });
       if (!status.ok()) out.Write(ErrorResponse(request, status));
-      spdlog::info("ModelStreamInfer request '{}' {} in {:.3f}s: prompt {} token(s), {} generated",
-                   request.id(), status.ok() ? "OK" : status.ToString(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-                       .count(),
-                   sequence.prompt_tokens(), sequence.generated_tokens());
+      spdlog::info(
+          "ModelStreamInfer request '{}' {} in {:.3f}s: prompt {} token(s), {} generated",
+          request.id(), status.ok() ? "OK" : status.ToString(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+          sequence.prompt_tokens(), sequence.generated_tokens());
       done->store(true);
     });
     request = inference::ModelInferRequest();
   }
   reap(/*wait=*/true);
   if (context->IsCancelled()) {
-    return Finish("ModelStreamInfer", grpc::Status(grpc::StatusCode::CANCELLED,
-                                                   "the client cancelled the stream"));
+    return Finish("ModelStreamInfer",
+                  grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream"));
   }
   return Finish("ModelStreamInfer", grpc::Status::OK);
 }

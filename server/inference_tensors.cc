@@ -24,11 +24,11 @@ struct Datatype {
 // The protocol's datatypes. FP16 and BF16 are only read as raw data (there is no typed field
 // for them); no input of placer's takes them, so they are named but never converted.
 constexpr Datatype kDatatypes[] = {
-    {"BOOL", Kind::kBool, 1},     {"UINT8", Kind::kUnsigned, 1}, {"UINT16", Kind::kUnsigned, 2},
+    {"BOOL", Kind::kBool, 1},       {"UINT8", Kind::kUnsigned, 1},  {"UINT16", Kind::kUnsigned, 2},
     {"UINT32", Kind::kUnsigned, 4}, {"UINT64", Kind::kUnsigned, 8}, {"INT8", Kind::kSigned, 1},
-    {"INT16", Kind::kSigned, 2},  {"INT32", Kind::kSigned, 4},   {"INT64", Kind::kSigned, 8},
-    {"FP16", Kind::kFloat, 2},    {"BF16", Kind::kFloat, 2},     {"FP32", Kind::kFloat, 4},
-    {"FP64", Kind::kFloat, 8},    {"BYTES", Kind::kBytes, 0},
+    {"INT16", Kind::kSigned, 2},    {"INT32", Kind::kSigned, 4},    {"INT64", Kind::kSigned, 8},
+    {"FP16", Kind::kFloat, 2},      {"BF16", Kind::kFloat, 2},      {"FP32", Kind::kFloat, 4},
+    {"FP64", Kind::kFloat, 8},      {"BYTES", Kind::kBytes, 0},
 };
 
 std::optional<Datatype> FindDatatype(const std::string& name) {
@@ -51,9 +51,12 @@ int TypedCount(const InputTensor& tensor, const Datatype& type) {
   const inference::InferTensorContents& c = tensor.contents();
   const std::string& name = tensor.datatype();
   switch (type.kind) {
-    case Kind::kBool: return c.bool_contents_size();
-    case Kind::kBytes: return c.bytes_contents_size();
-    case Kind::kSigned: return name == "INT64" ? c.int64_contents_size() : c.int_contents_size();
+    case Kind::kBool:
+      return c.bool_contents_size();
+    case Kind::kBytes:
+      return c.bytes_contents_size();
+    case Kind::kSigned:
+      return name == "INT64" ? c.int64_contents_size() : c.int_contents_size();
     case Kind::kUnsigned:
       return name == "UINT64" ? c.uint64_contents_size() : c.uint_contents_size();
     case Kind::kFloat:
@@ -110,9 +113,8 @@ absl::StatusOr<int64_t> ElementCount(const google::protobuf::RepeatedField<int64
                                                      shape[i], ", dimensions cannot be negative"));
     }
     if (shape[i] > 0 && count > kMaxElements / shape[i]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(tensor, ": shape [", absl::StrJoin(shape, ","), "] has more than 2^31 ",
-                       "elements"));
+      return absl::InvalidArgumentError(absl::StrCat(tensor, ": shape [", absl::StrJoin(shape, ","),
+                                                     "] has more than 2^31 ", "elements"));
     }
     count *= shape[i];
   }
@@ -132,9 +134,9 @@ absl::StatusOr<std::vector<std::string>> DecodeBytesElements(absl::string_view r
     const uint32_t length = LoadLength(raw.data() + at);
     at += 4;
     if (raw.size() - at < length) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(tensor, ": BYTES element ", i, " says ", length, " bytes but only ",
-                       raw.size() - at, " are left"));
+      return absl::InvalidArgumentError(absl::StrCat(tensor, ": BYTES element ", i, " says ",
+                                                     length, " bytes but only ", raw.size() - at,
+                                                     " are left"));
     }
     elements.emplace_back(raw.substr(at, length));
     at += length;
@@ -151,9 +153,9 @@ absl::StatusOr<std::vector<LocatedInput>> LocateInputs(
     const inference::ModelInferRequest& request) {
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "raw_input_contents: ", request.raw_input_contents_size(), " entries for ",
-        request.inputs_size(), " inputs (one per input, in order, when used)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw_input_contents: ", request.raw_input_contents_size(), " entries for ",
+                     request.inputs_size(), " inputs (one per input, in order, when used)"));
   }
   std::vector<LocatedInput> located;
   std::set<std::string> names;
@@ -168,22 +170,22 @@ absl::StatusOr<std::vector<LocatedInput>> LocateInputs(
     }
     const std::optional<Datatype> type = FindDatatype(tensor.datatype());
     if (!type) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown datatype '",
-                                                     tensor.datatype(), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unknown datatype '", tensor.datatype(), "'"));
     }
     PLACER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(tensor.shape(), where));
     LocatedInput input{&tensor, raw ? &request.raw_input_contents(i) : nullptr};
     if (raw) {
       if (HasAnyContents(tensor)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": has contents although the request uses raw_input_contents"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": has contents although the request uses raw_input_contents"));
       }
-      if (type->bytes > 0 && static_cast<uint64_t>(input.raw->size()) !=
-                                 static_cast<uint64_t>(count) * type->bytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": ", input.raw->size(), " raw bytes, but shape [",
-            absl::StrJoin(tensor.shape(), ","), "] of ", tensor.datatype(), " needs ",
-            count * type->bytes));
+      if (type->bytes > 0 &&
+          static_cast<uint64_t>(input.raw->size()) != static_cast<uint64_t>(count) * type->bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": ", input.raw->size(), " raw bytes, but shape [",
+                         absl::StrJoin(tensor.shape(), ","), "] of ", tensor.datatype(), " needs ",
+                         count * type->bytes));
       }
     } else {
       if (type->name == absl::string_view("FP16") || type->name == absl::string_view("BF16")) {
@@ -191,10 +193,10 @@ absl::StatusOr<std::vector<LocatedInput>> LocateInputs(
             absl::StrCat(where, ": ", type->name, " data can only be sent in raw_input_contents"));
       }
       if (TypedCount(tensor, *type) != count || (count == 0 && HasAnyContents(tensor))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": shape [", absl::StrJoin(tensor.shape(), ","), "] holds ", count,
-            " element(s) but its contents for ", tensor.datatype(), " have ",
-            TypedCount(tensor, *type)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": shape [", absl::StrJoin(tensor.shape(), ","), "] holds ", count,
+                         " element(s) but its contents for ", tensor.datatype(), " have ",
+                         TypedCount(tensor, *type)));
       }
     }
     located.push_back(input);
@@ -242,13 +244,16 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegers(const LocatedInput& input) {
     return values;
   }
   const inference::InferTensorContents& c = tensor.contents();
-  if (tensor.datatype() == "INT64") return std::vector<int64_t>(c.int64_contents().begin(), c.int64_contents().end());
-  if (type->kind == Kind::kSigned) return std::vector<int64_t>(c.int_contents().begin(), c.int_contents().end());
-  if (tensor.datatype() != "UINT64") return std::vector<int64_t>(c.uint_contents().begin(), c.uint_contents().end());
+  if (tensor.datatype() == "INT64")
+    return std::vector<int64_t>(c.int64_contents().begin(), c.int64_contents().end());
+  if (type->kind == Kind::kSigned)
+    return std::vector<int64_t>(c.int_contents().begin(), c.int_contents().end());
+  if (tensor.datatype() != "UINT64")
+    return std::vector<int64_t>(c.uint_contents().begin(), c.uint_contents().end());
   for (const uint64_t value : c.uint64_contents()) {
     if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return absl::InvalidArgumentError(absl::StrCat(Quoted(tensor.name()), ": ", value,
-                                                     " is above INT64_MAX"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Quoted(tensor.name()), ": ", value, " is above INT64_MAX"));
     }
     values.push_back(static_cast<int64_t>(value));
   }
@@ -274,9 +279,11 @@ absl::StatusOr<std::vector<double>> ReadDoubles(const LocatedInput& input) {
       values.push_back(size == 4 ? LoadLittleEndian<float>(p) : LoadLittleEndian<double>(p));
     }
   } else if (name == "FP32") {
-    values.assign(tensor.contents().fp32_contents().begin(), tensor.contents().fp32_contents().end());
+    values.assign(tensor.contents().fp32_contents().begin(),
+                  tensor.contents().fp32_contents().end());
   } else {
-    values.assign(tensor.contents().fp64_contents().begin(), tensor.contents().fp64_contents().end());
+    values.assign(tensor.contents().fp64_contents().begin(),
+                  tensor.contents().fp64_contents().end());
   }
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!std::isfinite(values[i])) {

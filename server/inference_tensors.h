@@ -7,10 +7,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "inference/grpc_service.pb.h"
 
 namespace placer::server::oip {

@@ -12,8 +12,7 @@ namespace placer::server {
 
 class SequenceMetrics {
  public:
-  explicit SequenceMetrics(DaemonMetrics* metrics)
-      : metrics_(metrics), last_token_(Clock::now()) {}
+  explicit SequenceMetrics(DaemonMetrics* metrics) : metrics_(metrics), last_token_(Clock::now()) {}
 
   // The sequence starts generating from a prompt of this many tokens (counted once).
   void Start(uint64_t prompt_tokens);

@@ -22,12 +22,12 @@ using std::chrono::seconds;
 class OipLimits : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("placer-oip-limits-" + std::to_string(getpid())));
+    dir_ =
+        new fs::path(fs::temp_directory_path() / ("placer-oip-limits-" + std::to_string(getpid())));
     fs::remove_all(*dir_);
-    const CommandResult made =
-        RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + (*dir_ / "model").string() +
-                   " --arch llama --preset tiny --seed 3 --max-positions 4096");
+    const CommandResult made = RunCommand(
+        std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " + (*dir_ / "model").string() +
+        " --arch llama --preset tiny --seed 3 --max-positions 4096");
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
   static void TearDownTestSuite() {
@@ -102,15 +102,16 @@ TEST_F(OipLimits, TheProtocolIsServedOverTls) {
   fs::create_directories(pki);
   const CommandResult made = RunCommand(
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1 -keyout " + (pki / "server.key").string() +
-      " -out " + (pki / "server.pem").string());
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      (pki / "server.key").string() + " -out " + (pki / "server.pem").string());
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const StartedDaemon ports = PickPorts();
-  DaemonProcess daemon(DaemonArgs(ports, {"--model", model(), "--tls-cert",
-                                          (pki / "server.pem").string(), "--tls-key",
-                                          (pki / "server.key").string()}));
+  DaemonProcess daemon(
+      DaemonArgs(ports, {"--model", model(), "--tls-cert", (pki / "server.pem").string(),
+                         "--tls-key", (pki / "server.key").string()}));
   ASSERT_TRUE(WaitUntil([&] { return daemon.Log().find("listening on") != std::string::npos; },
-                        seconds(30))) << daemon.Log();
+                        seconds(30)))
+      << daemon.Log();
   std::ifstream in(pki / "server.pem");
   std::stringstream pem;
   pem << in.rdbuf();
@@ -122,7 +123,8 @@ TEST_F(OipLimits, TheProtocolIsServedOverTls) {
         inference::ServerReadyResponse ready;
         return secure.stub().ServerReady(secure.Context().get(), {}, &ready).ok() && ready.ready();
       },
-      seconds(60))) << daemon.Log();
+      seconds(60)))
+      << daemon.Log();
   InferRequestBuilder request("model");
   request.Bytes("text_input", {"over TLS"}).Int32("max_tokens", {3});
   inference::ModelInferResponse response;

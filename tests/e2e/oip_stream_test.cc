@@ -44,10 +44,10 @@ std::pair<std::string, std::vector<int32_t>> UnaryAnswer(const std::string& prom
           Int32Output(response, "output_ids").value_or(std::vector<int32_t>{})};
 }
 
-const std::vector<std::string> kPrompts = {
-    "The quick brown fox", "Once upon a time", "In a hole in the ground",
-    "It was a bright cold day", "Call me Ishmael", "All happy families",
-    "Many years later", "The sky above the port"};
+const std::vector<std::string> kPrompts = {"The quick brown fox",     "Once upon a time",
+                                           "In a hole in the ground", "It was a bright cold day",
+                                           "Call me Ishmael",         "All happy families",
+                                           "Many years later",        "The sky above the port"};
 
 TEST_F(OipStream, DeltasAddUpToTheUnaryAnswerAndOnlyTheLastIsFinal) {
   const auto [text, ids] = UnaryAnswer(kPrompts[0], 14);
@@ -68,20 +68,75 @@ TEST_F(OipStream, DeltasAddUpToTheUnaryAnswerAndOnlyTheLastIsFinal) {
   EXPECT_EQ(CollectStream(whole.responses, "w1").ids, ids);
 }
 
+TEST_F(OipStream, SampledStreamsGiveGeneratesTokensForTheSameSeed) {
+  v1::GenerateRequest generate;
+  generate.set_prompt(kPrompts[5]);
+  generate.mutable_params()->set_max_new_tokens(16);
+  generate.mutable_params()->set_temperature(0.8f);
+  generate.mutable_params()->set_top_k(40);
+  generate.mutable_params()->set_seed(77);
+  generate.mutable_params()->set_ignore_eos(true);
+  const auto [ids, text] = Generate(generate);
+  InferRequestBuilder sampled(kModel);
+  sampled.Id("seeded")
+      .Bytes("text_input", {kPrompts[5]})
+      .Bool("stream", true)
+      .Bytes("sampling_parameters", {R"({"temperature": 0.8, "top_k": 40, "seed": 77,)"
+                                     R"( "max_tokens": 16, "ignore_eos": true})"})
+      .Output("text_output")
+      .Output("output_ids");
+  const auto outcome = Oip().Stream({sampled.request()});
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  const StreamedText streamed = CollectStream(outcome.responses, "seeded");
+  EXPECT_EQ(streamed.ids, ids);
+  EXPECT_EQ(streamed.text, text);
+}
+
+// Requests shaped as the vLLM backend's sample client (samples/client.py) makes them with
+// tritonclient: [1] tensors in raw_input_contents, numbers as strings in sampling_parameters,
+// text_output asked for, every prompt on one stream, each with its id.
+TEST_F(OipStream, AClientWrittenForTheVllmBackendGeneratesText) {
+  std::vector<inference::ModelInferRequest> requests;
+  for (std::size_t i = 0; i < 4; ++i) {
+    InferRequestBuilder builder(kModel);
+    builder.Id(std::to_string(i))
+        .Bytes("text_input", {kPrompts[i]}, {1})
+        .Bool("stream", true, {1})
+        .Bytes("sampling_parameters",
+               {R"({"temperature": "0.1", "top_p": "0.95", "max_tokens": "12"})"}, {1})
+        .Bool("exclude_input_in_output", true, {1})
+        .Output("text_output");
+    requests.push_back(builder.request());
+  }
+  const auto outcome = Oip().Stream(requests);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const StreamedText streamed = CollectStream(outcome.responses, std::to_string(i));
+    EXPECT_EQ(streamed.error, "");
+    EXPECT_FALSE(streamed.text.empty()) << kPrompts[i];
+    EXPECT_TRUE(streamed.final_flag_only_on_last);
+    for (const auto& message : outcome.responses) {
+      if (message.infer_response().id() != std::to_string(i)) continue;
+      const auto* text = FindOutput(message.infer_response(), "text_output");
+      ASSERT_NE(text, nullptr);
+      EXPECT_EQ(text->datatype(), "BYTES");
+      EXPECT_EQ(text->shape_size(), 1);
+    }
+  }
+}
+
 TEST_F(OipStream, ErrorsComeInTheStreamWithTheirIdAndTheStreamGoesOn) {
   inference::ModelInferRequest bad = StreamRequest("bad", kPrompts[1], 4);
   bad.mutable_inputs(0)->set_datatype("FP32");
   bad.set_raw_input_contents(0, std::string(4, '\0'));
   inference::ModelInferRequest other_model = StreamRequest("nowhere", kPrompts[1], 4);
   other_model.set_model_name("gpt-17");
-  const auto outcome =
-      Oip().Stream({bad, other_model, StreamRequest("good", kPrompts[1], 4)});
+  const auto outcome = Oip().Stream({bad, other_model, StreamRequest("good", kPrompts[1], 4)});
   ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   const StreamedText refused = CollectStream(outcome.responses, "bad");
   EXPECT_NE(refused.error.find("INVALID_ARGUMENT"), std::string::npos) << refused.error;
   EXPECT_NE(refused.error.find("text_input"), std::string::npos) << refused.error;
-  EXPECT_NE(CollectStream(outcome.responses, "nowhere").error.find("NOT_FOUND"),
-            std::string::npos);
+  EXPECT_NE(CollectStream(outcome.responses, "nowhere").error.find("NOT_FOUND"), std::string::npos);
   const StreamedText good = CollectStream(outcome.responses, "good");
   EXPECT_EQ(good.error, "");
   EXPECT_EQ(good.ids.size(), 4u);
@@ -131,8 +186,8 @@ TEST_F(OipStream, EightRequestsOnOneStreamAndEightStreamsAreBatchedWithTheSameOu
 
 TEST_F(OipStream, ACancelledStreamStopsGeneratingAndGivesItsKvBlocksBack) {
   const auto used = [] {
-    const auto samples = ScrapeValue(ports_->metrics_port, "placer_device_kv_cache_blocks",
-                                     {{"state", "used"}});
+    const auto samples =
+        ScrapeValue(ports_->metrics_port, "placer_device_kv_cache_blocks", {{"state", "used"}});
     return samples.value_or(-1);
   };
   ASSERT_TRUE(WaitUntil([&] { return used() == 0; }, std::chrono::seconds(10)));
@@ -160,23 +215,30 @@ TEST_F(OipStream, TheTokenIsCheckedAndRequestsAreCountedAndCarryTheirId) {
   OipClient wrong(ports_->target(), "not-the-token");
   const auto refused = wrong.Stream({StreamRequest("x", kPrompts[3], 2)});
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_GE(ScrapeValue(ports_->metrics_port, "placer_auth_failures_total",
-                        {{"rpc", "ModelInfer"}}).value_or(0), 1);
+  EXPECT_GE(ScrapeValue(ports_->metrics_port, "placer_auth_failures_total", {{"rpc", "ModelInfer"}})
+                .value_or(0),
+            1);
 
   auto context = Oip().Context();
   context->AddMetadata("x-request-id", "oip-trace-77");
-  ASSERT_TRUE(Oip().stub().ModelInfer(context.get(), StreamRequest("y", kPrompts[3], 2, false),
-                                      &response).ok());
+  ASSERT_TRUE(Oip()
+                  .stub()
+                  .ModelInfer(context.get(), StreamRequest("y", kPrompts[3], 2, false), &response)
+                  .ok());
   const auto echoed = context->GetServerInitialMetadata().find("x-request-id");
   ASSERT_NE(echoed, context->GetServerInitialMetadata().end());
   EXPECT_EQ(std::string(echoed->second.data(), echoed->second.size()), "oip-trace-77");
   EXPECT_TRUE(WaitUntil([&] { return daemon_->Log().find("oip-trace-77") != std::string::npos; },
                         std::chrono::seconds(5)));
   EXPECT_GE(ScrapeValue(ports_->metrics_port, "placer_requests_total",
-                        {{"rpc", "ModelInfer"}, {"code", "OK"}}).value_or(0), 1);
+                        {{"rpc", "ModelInfer"}, {"code", "OK"}})
+                .value_or(0),
+            1);
   ASSERT_TRUE(Oip().Stream({StreamRequest("z", kPrompts[3], 2)}).status.ok());
   EXPECT_GE(ScrapeValue(ports_->metrics_port, "placer_requests_total",
-                        {{"rpc", "ModelStreamInfer"}, {"code", "OK"}}).value_or(0), 1);
+                        {{"rpc", "ModelStreamInfer"}, {"code", "OK"}})
+                .value_or(0),
+            1);
 }
 
 }  // namespace

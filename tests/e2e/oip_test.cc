@@ -58,9 +58,9 @@ TEST_F(OipUnary, LivenessReadinessAndMetadata) {
   EXPECT_TRUE(
       oip.stub().ModelReady(Oip().Context().get(), model_ready, &model_ready_response).ok());
   model_ready.set_version("2");
-  EXPECT_EQ(oip.stub().ModelReady(Oip().Context().get(), model_ready, &model_ready_response)
-                .error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(
+      oip.stub().ModelReady(Oip().Context().get(), model_ready, &model_ready_response).error_code(),
+      grpc::StatusCode::NOT_FOUND);
   model_ready.set_name("gpt-17");
   model_ready.clear_version();
   const grpc::Status other =
@@ -234,9 +234,9 @@ TEST_F(OipUnary, LogitsEqualForwardsBitForBit) {
     const auto* output = FindOutput(response, "logits");
     ASSERT_NE(output, nullptr);
     EXPECT_EQ(output->datatype(), "FP32");
-    EXPECT_EQ(std::vector<int64_t>(output->shape().begin(), output->shape().end()),
-              std::vector<int64_t>(expected->logits().shape().begin(),
-                                   expected->logits().shape().end()));
+    EXPECT_EQ(
+        std::vector<int64_t>(output->shape().begin(), output->shape().end()),
+        std::vector<int64_t>(expected->logits().shape().begin(), expected->logits().shape().end()));
     EXPECT_EQ(RawOutput(response, "logits"), expected->logits().data()) << all_positions;
   }
 }
@@ -250,59 +250,85 @@ struct Refusal {
 
 TEST_F(OipUnary, BadRequestsAreRefusedNamingTheTensorOrParameter) {
   std::vector<Refusal> refusals;
-  refusals.push_back({"unknown model", InferRequestBuilder("gpt-17").Bytes("text_input", {"hi"})
-                                           .request(), grpc::StatusCode::NOT_FOUND, {"gpt-17"}});
+  refusals.push_back({"unknown model",
+                      InferRequestBuilder("gpt-17").Bytes("text_input", {"hi"}).request(),
+                      grpc::StatusCode::NOT_FOUND,
+                      {"gpt-17"}});
   inference::ModelInferRequest version = GreedyInfer("hi", 2).request();
   version.set_model_version("3");
   refusals.push_back({"unknown version", version, grpc::StatusCode::NOT_FOUND, {"'3'"}});
-  refusals.push_back({"unknown input", GreedyInfer("hi", 2).Int32("beam_width", {2}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"beam_width", "not an input"}});
-  refusals.push_back({"text as INT32", InferRequestBuilder(kModel).Int32("text_input", {7})
-                                           .request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"text_input", "INT32", "BYTES"}});
-  refusals.push_back({"two prompts", InferRequestBuilder(kModel).Bytes("text_input", {"a", "b"},
-                                                                       {2}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"text_input", "[2]"}});
-  refusals.push_back({"no prompt", InferRequestBuilder(kModel).Int32("max_tokens", {3}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"text_input", "input_ids"}});
+  refusals.push_back({"unknown input",
+                      GreedyInfer("hi", 2).Int32("beam_width", {2}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"beam_width", "not an input"}});
+  refusals.push_back({"text as INT32",
+                      InferRequestBuilder(kModel).Int32("text_input", {7}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"text_input", "INT32", "BYTES"}});
+  refusals.push_back({"two prompts",
+                      InferRequestBuilder(kModel).Bytes("text_input", {"a", "b"}, {2}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"text_input", "[2]"}});
+  refusals.push_back({"no prompt",
+                      InferRequestBuilder(kModel).Int32("max_tokens", {3}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"text_input", "input_ids"}});
   inference::ModelInferRequest framing = GreedyInfer("hi", 2).request();
   framing.set_raw_input_contents(0, std::string("\x40\0\0\0hi", 6));  // says 64 bytes
-  refusals.push_back({"bad BYTES framing", framing, grpc::StatusCode::INVALID_ARGUMENT,
+  refusals.push_back({"bad BYTES framing",
+                      framing,
+                      grpc::StatusCode::INVALID_ARGUMENT,
                       {"text_input", "64 bytes"}});
   inference::ModelInferRequest short_raw = GreedyInfer("hi", 2).request();
   short_raw.set_raw_input_contents(1, "\1\0");  // max_tokens INT32 needs 4 bytes
-  refusals.push_back({"short INT32", short_raw, grpc::StatusCode::INVALID_ARGUMENT,
-                      {"max_tokens", "needs 4"}});
-  refusals.push_back({"bad JSON", GreedyInfer("hi", 2).Bytes("sampling_parameters",
-                                                             {"{\"top_p\": "}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"sampling_parameters", "JSON"}});
-  refusals.push_back({"JSON key", GreedyInfer("hi", 2).Bytes("sampling_parameters",
-                                                             {R"({"best_of": 4})"}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"sampling_parameters.best_of"}});
-  refusals.push_back({"top_p out of range", GreedyInfer("hi", 2).Fp32("top_p", 1.5f).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"top_p", "(0, 1]"}});
-  refusals.push_back({"top_k beyond vocabulary", GreedyInfer("hi", 2).Int32("top_k", {1 << 30})
-                                                     .request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"top_k", "vocabulary"}});
-  refusals.push_back({"negative max_tokens", GreedyInfer("hi", 2).Parameter("max_tokens",
-                                                                            int64_t{-4}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"parameters.max_tokens"}});
-  refusals.push_back({"too many tokens", GreedyInfer("hi", 1 << 20).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"max_tokens", "positions"}});
+  refusals.push_back(
+      {"short INT32", short_raw, grpc::StatusCode::INVALID_ARGUMENT, {"max_tokens", "needs 4"}});
+  refusals.push_back({"bad JSON",
+                      GreedyInfer("hi", 2).Bytes("sampling_parameters", {"{\"top_p\": "}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"sampling_parameters", "JSON"}});
+  refusals.push_back(
+      {"JSON key",
+       GreedyInfer("hi", 2).Bytes("sampling_parameters", {R"({"best_of": 4})"}).request(),
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"sampling_parameters.best_of"}});
+  refusals.push_back({"top_p out of range",
+                      GreedyInfer("hi", 2).Fp32("top_p", 1.5f).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"top_p", "(0, 1]"}});
+  refusals.push_back({"top_k beyond vocabulary",
+                      GreedyInfer("hi", 2).Int32("top_k", {1 << 30}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"top_k", "vocabulary"}});
+  refusals.push_back({"negative max_tokens",
+                      GreedyInfer("hi", 2).Parameter("max_tokens", int64_t{-4}).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"parameters.max_tokens"}});
+  refusals.push_back({"too many tokens",
+                      GreedyInfer("hi", 1 << 20).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"max_tokens", "positions"}});
   refusals.push_back({"token outside vocabulary",
                       InferRequestBuilder(kModel).Int32("input_ids", {1, 1 << 30}, {2}).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"input_ids", "vocabulary"}});
-  refusals.push_back({"unknown output", GreedyInfer("hi", 2).Output("embeddings").request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"embeddings", "not an output"}});
-  refusals.push_back({"stream on ModelInfer", GreedyInfer("hi", 2).Bool("stream", true).request(),
-                      grpc::StatusCode::INVALID_ARGUMENT, {"ModelStreamInfer"}});
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"input_ids", "vocabulary"}});
+  refusals.push_back({"unknown output",
+                      GreedyInfer("hi", 2).Output("embeddings").request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"embeddings", "not an output"}});
+  refusals.push_back({"stream on ModelInfer",
+                      GreedyInfer("hi", 2).Bool("stream", true).request(),
+                      grpc::StatusCode::INVALID_ARGUMENT,
+                      {"ModelStreamInfer"}});
   inference::ModelInferRequest raw_count = GreedyInfer("hi", 2).request();
   raw_count.mutable_raw_input_contents()->RemoveLast();
-  refusals.push_back({"raw entries", raw_count, grpc::StatusCode::INVALID_ARGUMENT,
-                      {"raw_input_contents"}});
+  refusals.push_back(
+      {"raw entries", raw_count, grpc::StatusCode::INVALID_ARGUMENT, {"raw_input_contents"}});
   inference::ModelInferRequest bad_utf8 = GreedyInfer("hi", 2).request();
   bad_utf8.set_raw_input_contents(0, FrameBytes({"caf\xc3"}));
-  refusals.push_back({"invalid UTF-8 prompt", bad_utf8, grpc::StatusCode::INVALID_ARGUMENT,
+  refusals.push_back({"invalid UTF-8 prompt",
+                      bad_utf8,
+                      grpc::StatusCode::INVALID_ARGUMENT,
                       {"text_input", "UTF-8"}});
 
   for (const Refusal& refusal : refusals) {

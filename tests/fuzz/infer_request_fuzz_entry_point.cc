@@ -3,7 +3,6 @@
 #include <google/protobuf/stubs/common.h>
 
 #include "absl/strings/string_view.h"
-
 #include "inference/grpc_service.pb.h"
 #include "server/inference_request.h"
 #include "server/inference_settings.h"

@@ -2,13 +2,14 @@
 // bytes alone: BYTES framing, typed contents against raw, shapes, where settings come from and
 // which wins, and refusals that name the tensor or parameter. Also replays the infer_request
 // fuzz target's saved inputs.
+#include "server/inference_request.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "server/inference_request.h"
 #include "server/inference_settings.h"
 #include "server/inference_tensors.h"
 #include "tests/fuzz/infer_request_fuzz_entry_point.h"
@@ -20,8 +21,8 @@ std::string Framed(const std::vector<std::string>& values) {
   std::string out;
   for (const std::string& v : values) {
     const auto n = static_cast<uint32_t>(v.size());
-    out += std::string{static_cast<char>(n), static_cast<char>(n >> 8),
-                       static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
+    out += std::string{static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 24)};
     out += v;
   }
   return out;
@@ -65,7 +66,8 @@ TEST(BytesTensor, DecodesLengthPrefixedElementsAndNamesWhatIsWrong) {
 
   const auto truncated_length = DecodeBytesElements(std::string("\2\0", 2), 1, "input 'stop'");
   EXPECT_NE(truncated_length.status().message().find("input 'stop': BYTES element 0"),
-            std::string::npos) << truncated_length.status();
+            std::string::npos)
+      << truncated_length.status();
   const auto truncated_data = DecodeBytesElements(Framed({"abc"}).substr(0, 5), 1, "input 's'");
   EXPECT_NE(truncated_data.status().message().find("says 3 bytes but only 1"), std::string::npos)
       << truncated_data.status();
@@ -113,9 +115,9 @@ TEST(InferPlan, SettingsComeFromParametersThenJsonThenTheirOwnTensors) {
   const v1::SamplingParams& params = plan->generate.params();
   EXPECT_FLOAT_EQ(params.temperature(), 0.5f);  // the JSON over the parameter
   EXPECT_FLOAT_EQ(params.top_p(), 0.25f);
-  EXPECT_EQ(params.top_k(), 0u);                 // vLLM's -1: no cut
+  EXPECT_EQ(params.top_k(), 0u);  // vLLM's -1: no cut
   EXPECT_EQ(params.seed(), 9u);
-  EXPECT_EQ(params.max_new_tokens(), 11u);       // the tensor over the JSON
+  EXPECT_EQ(params.max_new_tokens(), 11u);  // the tensor over the JSON
   EXPECT_EQ(std::vector<std::string>(params.stop().begin(), params.stop().end()),
             (std::vector<std::string>{"a", "bc"}));
   EXPECT_TRUE(plan->stream);
@@ -124,8 +126,8 @@ TEST(InferPlan, SettingsComeFromParametersThenJsonThenTheirOwnTensors) {
 
 TEST(InferPlan, InputIdsAskForLogitsOrOutputIds) {
   inference::ModelInferRequest request;
-  AddRaw(&request, "input_ids", "INT64", {1, 3}, RawOf<int64_t>(4) + RawOf<int64_t>(5) +
-                                                   RawOf<int64_t>(6));
+  AddRaw(&request, "input_ids", "INT64", {1, 3},
+         RawOf<int64_t>(4) + RawOf<int64_t>(5) + RawOf<int64_t>(6));
   auto plan = PlanInferRequest(request);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->kind, InferPlan::Kind::kGenerate);
