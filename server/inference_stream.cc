@@ -4,7 +4,9 @@
 // its request's id. A request that fails is answered in-stream with error_message and the
 // stream goes on, as Triton does. The stream ends when the client has sent everything and
 // every request is answered, or when it is cancelled: then every generation stops within one
-// engine step and gives its KV blocks back.
+// engine step and gives its KV blocks back. A drain waits for running requests, not for open
+// streams: new requests on one are answered UNAVAILABLE, and the stream is cancelled when the
+// server stops.
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -64,8 +66,9 @@ struct RequestThread {
 
 grpc::Status InferenceService::ModelStreamInfer(grpc::ServerContext* context, StreamIo* stream) {
   RequestTimer timer(metrics_, "ModelStreamInfer", context);
-  const RequestGate::Ticket ticket = gate_->TryEnter();
-  if (!ticket.admitted()) return Finish("ModelStreamInfer", DrainingStatus());
+  // Each request holds a ticket of its own while it runs, not the stream: an open stream with
+  // nothing running must not keep a drain waiting (tritonclient keeps its stream open).
+  if (!gate_->TryEnter().admitted()) return Finish("ModelStreamInfer", DrainingStatus());
   const std::string stream_id = RequestTimer::CurrentRequestId();
   StreamWriter out(stream);
   std::list<RequestThread> running;
@@ -83,9 +86,7 @@ grpc::Status InferenceService::ModelStreamInfer(grpc::ServerContext* context, St
   for (inference::ModelInferRequest request; stream->Read(&request);) {
     reap(/*wait=*/false);
     std::shared_ptr<const ModelSnapshot> model;
-    // A fresh ticket per request only to learn whether draining began; the stream's own
-    // ticket keeps the drain waiting for what it already runs.
-    const RequestGate::Ticket request_ticket = gate_->TryEnter();
+    RequestGate::Ticket request_ticket = gate_->TryEnter();
     grpc::Status admitted = AdmitModelCall(request_ticket, *model_, &model);
     if (!admitted.ok()) {
       out.Write(
@@ -110,7 +111,8 @@ grpc::Status InferenceService::ModelStreamInfer(grpc::ServerContext* context, St
     }
     RequestThread& thread = running.emplace_back();
     thread.thread = std::thread([this, context, &out, &stream_id, model, done = thread.done,
-                                 request = std::move(request), prepared = *std::move(prepared)] {
+                                 ticket = std::move(request_ticket), request = std::move(request),
+                                 prepared = *std::move(prepared)] {
       const ScopedRequestId id(stream_id);
       const auto started = std::chrono::steady_clock::now();
       SequenceMetrics sequence(metrics_);
@@ -128,6 +130,7 @@ grpc::Status InferenceService::ModelStreamInfer(grpc::ServerContext* context, St
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
           sequence.prompt_tokens(), sequence.generated_tokens());
       done->store(true);
+      (void)ticket;  // held until here: the drain waits for this request
     });
     request = inference::ModelInferRequest();
   }

@@ -2,6 +2,7 @@
 // queue (RESOURCE_EXHAUSTED on ModelInfer and in a stream), and TLS, through stubs generated
 // from Triton's own grpc_service.proto.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -95,6 +96,27 @@ TEST_F(OipLimits, ModelNameOverridesTheDirectorysAndAFullQueueIsResourceExhauste
   EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << full.error_message();
   context->TryCancel();
   stream->Finish();
+}
+
+TEST_F(OipLimits, AnOpenStreamWithNothingRunningDoesNotHoldUpTheDrain) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", model(), "--drain-timeout", "30s"}));
+  ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+  OipClient oip(ports.target(), "");
+  auto context = oip.Context();
+  auto stream = oip.stub().ModelStreamInfer(context.get());
+  InferRequestBuilder short_request("model");
+  short_request.Id("done").Bytes("text_input", {"brief"}).Int32("max_tokens", {2});
+  ASSERT_TRUE(stream->Write(short_request.request()));
+  inference::ModelStreamInferResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.error_message(), "");
+  // The stream stays open, idle, as tritonclient's does between requests.
+  const auto signalled = std::chrono::steady_clock::now();
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.WaitExit(seconds(20)), 0) << daemon.Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, seconds(10)) << daemon.Log();
+  EXPECT_FALSE(stream->Finish().ok());
 }
 
 TEST_F(OipLimits, TheProtocolIsServedOverTls) {
