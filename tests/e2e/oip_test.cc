@@ -241,6 +241,19 @@ TEST_F(OipUnary, LogitsEqualForwardsBitForBit) {
   }
 }
 
+TEST_F(OipUnary, RawTensorsUpToMaxRequestBytesAreRead) {
+  // 3 MiB of raw BYTES fit the default --max-request-bytes (4 MiB): read, then refused for
+  // what they hold; 5 MiB do not.
+  const grpc::Status big =
+      InferStatus(GreedyInfer("hi", 2).Bytes("stop", {std::string(3 << 20, 'x')}, {1}).request());
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << big.error_message();
+  EXPECT_NE(big.error_message().find("stop[0]: 3145728 bytes"), std::string::npos)
+      << big.error_message();
+  const grpc::Status too_big =
+      InferStatus(GreedyInfer("hi", 2).Bytes("stop", {std::string(5 << 20, 'x')}, {1}).request());
+  EXPECT_EQ(too_big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << too_big.error_message();
+}
+
 struct Refusal {
   const char* what;
   inference::ModelInferRequest request;
