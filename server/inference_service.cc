@@ -42,6 +42,8 @@ absl::Status InProtocolTerms(const absl::Status& status, bool prompt_is_text) {
       {"params.", ""},
       {"prompt_token_ids[", "input 'input_ids' element ["},
       {"prompt_token_ids", "input 'input_ids'"},
+      {"token_ids[", "input 'input_ids' element ["},  // Forward's
+      {"token_ids", "input 'input_ids'"},
       {"prompt", "input 'text_input'"},
   };
   std::string message(status.message());

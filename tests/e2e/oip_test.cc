@@ -325,6 +325,11 @@ TEST_F(OipUnary, BadRequestsAreRefusedNamingTheTensorOrParameter) {
                       InferRequestBuilder(kModel).Int32("input_ids", {1, 1 << 30}, {2}).request(),
                       grpc::StatusCode::INVALID_ARGUMENT,
                       {"input_ids", "vocabulary"}});
+  refusals.push_back(
+      {"logits of a token outside the vocabulary",
+       InferRequestBuilder(kModel).Int32("input_ids", {1, 1 << 30}, {2}).Output("logits").request(),
+       grpc::StatusCode::INVALID_ARGUMENT,
+       {"input 'input_ids' element [1]", "vocabulary"}});
   refusals.push_back({"unknown output",
                       GreedyInfer("hi", 2).Output("embeddings").request(),
                       grpc::StatusCode::INVALID_ARGUMENT,
