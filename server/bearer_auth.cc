@@ -5,20 +5,25 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace placer::server {
 namespace {
 
-// The rpc label: a Placer method name, or "unknown". A path chosen by an attacker must not
-// become a label value, or each refused call could add a time series.
+// The rpc label: a method name of placer.v1.Placer or of the Open Inference Protocol's
+// service, or "unknown". A path chosen by an attacker must not become a label value, or each
+// refused call could add a time series.
 std::string RpcLabel(absl::string_view path) {
-  constexpr absl::string_view kPrefix = "/placer.v1.Placer/";
-  if (!absl::StartsWith(path, kPrefix)) return "unknown";
-  const std::string method(path.substr(kPrefix.size()));
-  const google::protobuf::ServiceDescriptor* service =
-      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("placer.v1.Placer");
-  if (service == nullptr || service->FindMethodByName(method) == nullptr) return "unknown";
-  return method;
+  for (const char* service_name : {"placer.v1.Placer", "inference.GRPCInferenceService"}) {
+    const std::string prefix = absl::StrCat("/", service_name, "/");
+    if (!absl::StartsWith(path, prefix)) continue;
+    const std::string method(path.substr(prefix.size()));
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service_name);
+    if (service == nullptr || service->FindMethodByName(method) == nullptr) return "unknown";
+    return method;
+  }
+  return "unknown";
 }
 
 }  // namespace

@@ -27,6 +27,10 @@ bool IsLoopback(const std::string& listen) {
 Daemon::Daemon(const DaemonOptions& options)
     : options_(options),
       service_(&model_, &gate_, &metrics_, TextLimits{options.max_stop_sequences}),
+      inference_(&model_, &gate_, &metrics_,
+                 InferenceServiceOptions{options.model_name,
+                                         TextLimits{options.max_stop_sequences},
+                                         options.max_queue}),
       health_({"", kPlacerServiceName}),
       plaintext_health_({"", kPlacerServiceName}) {}
 
@@ -62,6 +66,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   builder.AddListeningPort(options.listen, MakeServerCredentials(tls, daemon->auth_.get()),
                            &daemon->grpc_port_);
   builder.RegisterService(&daemon->service_);
+  builder.RegisterService(&daemon->inference_);
   builder.RegisterService(&daemon->health_);
   daemon->server_ = builder.BuildAndStart();
   if (daemon->server_ == nullptr || daemon->grpc_port_ == 0) {

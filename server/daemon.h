@@ -12,6 +12,7 @@
 #include "server/metrics.h"
 #include "server/model_slot.h"
 #include "server/health_service.h"
+#include "server/inference_service.h"
 #include "server/placer_service.h"
 #include "server/request_gate.h"
 
@@ -47,6 +48,7 @@ class Daemon {
   DaemonMetrics metrics_;
   RequestGate gate_;
   PlacerService service_;
+  InferenceService inference_;  // the Open Inference Protocol, on the same server
   HealthService health_;  // NOT_SERVING until the model is ready
   HealthService plaintext_health_;  // the same statuses on --health-listen
   // Declared before server_: gRPC's token check points at them until the server is gone.

@@ -75,6 +75,9 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
                  "probes, which cannot use TLS); empty: health on --listen only");
   app.add_option("--model", options.model_dir,
                  "Hugging Face checkpoint directory to serve; empty starts with no model");
+  app.add_option("--model-name", options.model_name,
+                 "the model's name in the Open Inference Protocol (model_name of ModelInfer, "
+                 "ModelReady, ...); empty: the --model directory's name");
   app.add_option("--log-format", options.log_format, "log line format")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", options.log_level, "minimum level logged")

@@ -17,6 +17,7 @@ struct DaemonOptions {
   // Plaintext grpc.health.v1 only, for probes that cannot speak TLS (kubelet); empty: none.
   std::string health_listen;
   std::string model_dir;                          // empty serves no model
+  std::string model_name;  // the Open Inference Protocol's; empty: model_dir's last component
   std::string log_format = "text";                // text | json
   std::string log_level = "info";
   std::chrono::milliseconds drain_timeout{30000};

@@ -8,24 +8,14 @@
 #include "model/causal_lm.h"
 #include "model/generation.h"
 #include "server/generate_request.h"
-#include "model/generation_engine.h"
+#include "server/grpc_status.h"
+#include "server/model_admission.h"
+#include "server/generation_run.h"
 #include "server/request_timer.h"
 #include "server/build_info.h"
 
 namespace placer::server {
 namespace {
-
-// gRPC's codes are absl's, number for number: one table of names (absl's) for both.
-std::string CodeName(grpc::StatusCode code) {
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
-                             "placerd is draining (shutting down); retry on another replica");
 
 // The paths in placer.proto (service placer.v1.Placer); every e2e test calls them through
 // the generated stubs, so a mismatch would fail them all.
@@ -68,83 +58,33 @@ grpc::Status PlacerService::Finish(const char* rpc, grpc::Status status) {
   return status;
 }
 
-grpc::Status PlacerService::AdmitModelCall(const RequestGate::Ticket& ticket,
-                                           std::shared_ptr<const ModelSnapshot>* model) const {
-  if (!ticket.admitted()) return kDraining;
-  *model = model_->Get();
-  const ModelSnapshot& snapshot = **model;
-  switch (snapshot.state) {
-    case ModelState::kNone:
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "no model loaded: start placerd with --model DIR");
-    case ModelState::kLoading:
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("model ", snapshot.path, " is still loading"));
-    case ModelState::kFailed:
-      return grpc::Status(
-          grpc::StatusCode::FAILED_PRECONDITION,
-          absl::StrCat("model ", snapshot.path, " failed to load: ", snapshot.error));
-    case ModelState::kReady:
-      break;
-  }
-  return grpc::Status::OK;
-}
-
 grpc::Status PlacerService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
   RequestTimer timer(metrics_, "Generate", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
-  grpc::Status status = AdmitModelCall(ticket, &model);
+  grpc::Status status = AdmitModelCall(ticket, *model_, &model);
   if (!status.ok()) return Finish("Generate", status);
   auto generation = BuildGenerationRequest(*request, *model, text_limits_);
   if (!generation.ok()) return Finish("Generate", ToGrpcStatus(generation.status()));
 
-  TextStream text(model->tokenizer.get(),
-                  {request->params().stop().begin(), request->params().stop().end()});
-  uint32_t completion_tokens = 0;
-  timer.StartSequence(generation->prompt.size());
-  // gRPC gives no deadline as a far-future time point; the engine checks it while queued.
-  using Clock = model::GenerationEngine::Clock;
-  const auto remaining = context->deadline() - std::chrono::system_clock::now();
-  const auto deadline =
-      remaining > std::chrono::hours(24 * 365)
-          ? Clock::time_point::max()
-          : Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining);
-  RequestGate* gate = gate_;
-  auto finish = model->engine->Generate(
-      *generation, deadline,
-      [context, gate] { return context->IsCancelled() || gate->cancelled(); },
-      [&](const model::SampledToken& token) {
-        if (context->IsCancelled() || gate_->cancelled()) return model::TokenVerdict::kCancel;
+  const GenerationCaller caller{context, gate_, &timer.sequence(), nullptr};
+  auto summary = RunGeneration(
+      *model, *generation, request->params(), caller,
+      [&](const model::SampledToken& token, const std::string& text) {
         v1::GenerateResponse chunk;
         chunk.add_token_ids(token.id);
         if (request->return_logprobs()) chunk.add_logprobs(token.logprob);
-        TextStream::Delta delta = text.Add(token.id);
-        chunk.set_text(std::move(delta.text));
-        ++completion_tokens;
-        timer.OnToken();
-        if (!writer->Write(chunk)) return model::TokenVerdict::kCancel;
-        return delta.stopped ? model::TokenVerdict::kStop : model::TokenVerdict::kContinue;
+        chunk.set_text(text);
+        return writer->Write(chunk);
       });
-  if (!finish.ok()) return Finish("Generate", ToGrpcStatus(finish.status()));
-  if (*finish == model::FinishReason::kCancelled && gate_->cancelled()) {
-    return Finish("Generate",
-                  grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                               absl::StrCat("placerd is shutting down: the stream was cancelled "
-                                            "after --drain-timeout, ", completion_tokens,
-                                            " token(s) in; retry on another replica")));
-  }
-  if (*finish == model::FinishReason::kCancelled && context->IsCancelled()) {
-    return Finish("Generate", grpc::Status(grpc::StatusCode::CANCELLED,
-                                           "the client cancelled or its deadline passed"));
-  }
+  if (!summary.ok()) return Finish("Generate", ToGrpcStatus(summary.status()));
   v1::GenerateResponse last;
-  last.set_text(text.Finish());
-  last.set_finish_reason(model::FinishReasonName(*finish));
-  last.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(generation->prompt.size()));
-  last.mutable_usage()->set_completion_tokens(completion_tokens);
+  last.set_text(summary->final_text);
+  last.set_finish_reason(model::FinishReasonName(summary->finish));
+  last.mutable_usage()->set_prompt_tokens(summary->prompt_tokens);
+  last.mutable_usage()->set_completion_tokens(summary->completion_tokens);
   writer->Write(last);
   return Finish("Generate", grpc::Status::OK);
 }
@@ -155,7 +95,7 @@ grpc::Status PlacerService::Forward(grpc::ServerContext* context,
   RequestTimer timer(metrics_, "Forward", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
-  grpc::Status status = AdmitModelCall(ticket, &model);
+  grpc::Status status = AdmitModelCall(ticket, *model_, &model);
   if (!status.ok()) return Finish("Forward", status);
   const std::vector<int32_t> tokens(request->token_ids().begin(), request->token_ids().end());
   auto logits = model->model->Forward(tokens, request->all_positions());
@@ -175,7 +115,7 @@ grpc::Status PlacerService::Tokenize(grpc::ServerContext* context,
   RequestTimer timer(metrics_, "Tokenize", context);
   const RequestGate::Ticket ticket = gate_->TryEnter();
   std::shared_ptr<const ModelSnapshot> model;
-  grpc::Status status = AdmitModelCall(ticket, &model);
+  grpc::Status status = AdmitModelCall(ticket, *model_, &model);
   if (status.ok()) status = ToGrpcStatus(TokenizeText(*model, *request, response));
   return Finish("Tokenize", status);
 }
@@ -185,7 +125,7 @@ grpc::Status PlacerService::GetModelInfo(grpc::ServerContext* context,
                                          v1::ModelInfo* response) {
   RequestTimer timer(metrics_, "GetModelInfo", context);
   RequestGate::Ticket ticket = gate_->TryEnter();
-  if (!ticket.admitted()) return Finish("GetModelInfo", kDraining);
+  if (!ticket.admitted()) return Finish("GetModelInfo", DrainingStatus());
   const auto model = model_->Get();
   response->set_state(ModelStateName(model->state));
   response->set_model_path(model->path);

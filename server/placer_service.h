@@ -32,10 +32,6 @@ class PlacerService final : public grpc::Service {
                             v1::ModelInfo* response);
 
  private:
-  // Admits the RPC and checks a model is ready (handing out the snapshot it will use); a
-  // non-OK status is the RPC's answer.
-  grpc::Status AdmitModelCall(const RequestGate::Ticket& ticket,
-                              std::shared_ptr<const ModelSnapshot>* model) const;
   grpc::Status Finish(const char* rpc, grpc::Status status);
 
   const ModelSlot* model_;

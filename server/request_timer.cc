@@ -44,7 +44,7 @@ RequestTimer::RequestTimer(DaemonMetrics* metrics, const char* rpc, grpc::Server
       rpc_(rpc),
       request_id_(ChooseRequestId(*context)),
       started_(Clock::now()),
-      last_token_(started_),
+      sequence_(metrics),
       enclosing_(current_timer) {
   context->AddInitialMetadata(kRequestIdHeader, request_id_);
   current_timer = this;
@@ -54,9 +54,10 @@ RequestTimer::RequestTimer(DaemonMetrics* metrics, const char* rpc, grpc::Server
 RequestTimer::~RequestTimer() {
   const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   metrics_->ObserveRequestSeconds(rpc_, seconds);
-  if (sequence_started_) {
+  if (sequence_.started()) {
     spdlog::info("{} {} in {:.3f}s: prompt {} token(s), {} generated{}{}", rpc_, code_name_, seconds,
-                 prompt_tokens_, generated_tokens_, error_message_.empty() ? "" : ": ",
+                 sequence_.prompt_tokens(), sequence_.generated_tokens(),
+                 error_message_.empty() ? "" : ": ",
                  error_message_);
   } else {
     spdlog::info("{} {} in {:.3f}s{}{}", rpc_, code_name_, seconds, error_message_.empty() ? "" : ": ",
@@ -66,21 +67,6 @@ RequestTimer::~RequestTimer() {
   current_request_id = enclosing_ != nullptr ? enclosing_->request_id_ : std::string();
 }
 
-void RequestTimer::StartSequence(uint64_t prompt_tokens) {
-  if (sequence_started_) return;
-  sequence_started_ = true;
-  prompt_tokens_ = prompt_tokens;
-  metrics_->SequenceStarted(prompt_tokens);
-}
-
-void RequestTimer::OnToken() {
-  const Clock::time_point now = Clock::now();
-  metrics_->TokenGenerated(std::chrono::duration<double>(now - last_token_).count(),
-                           generated_tokens_ == 0);
-  last_token_ = now;
-  ++generated_tokens_;
-}
-
 void RequestTimer::NoteStatus(const std::string& code_name, const grpc::Status& status) {
   if (current_timer == nullptr) return;
   current_timer->code_name_ = code_name;
@@ -88,5 +74,11 @@ void RequestTimer::NoteStatus(const std::string& code_name, const grpc::Status& 
 }
 
 const std::string& RequestTimer::CurrentRequestId() { return current_request_id; }
+
+ScopedRequestId::ScopedRequestId(std::string id) : previous_(std::move(current_request_id)) {
+  current_request_id = std::move(id);
+}
+
+ScopedRequestId::~ScopedRequestId() { current_request_id = std::move(previous_); }
 
 }  // namespace placer::server

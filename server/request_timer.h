@@ -12,6 +12,7 @@
 #include <string>
 
 #include "server/metrics.h"
+#include "server/sequence_metrics.h"
 
 namespace placer::server {
 
@@ -22,11 +23,9 @@ class RequestTimer {
   RequestTimer(const RequestTimer&) = delete;
   RequestTimer& operator=(const RequestTimer&) = delete;
 
-  // The request now generates from a prompt of this many tokens (a running sequence until
-  // the timer ends).
-  void StartSequence(uint64_t prompt_tokens);
-  // One token was produced for this request's sequence (batch of one: no batching yet).
-  void OnToken();
+  // The request's one generated sequence (Generate, ModelInfer), for its token metrics; the
+  // log line reports its prompt and generated tokens.
+  SequenceMetrics& sequence() { return sequence_; }
 
   // Records the status the handler answers with (code_name: "OK", "UNAVAILABLE", ...) for the
   // request's log line. Applies to the timer running on the calling thread; a no-op outside
@@ -42,12 +41,24 @@ class RequestTimer {
   DaemonMetrics* metrics_;
   const char* rpc_;
   std::string request_id_;
-  Clock::time_point started_, last_token_;
-  bool sequence_started_ = false;
-  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  Clock::time_point started_;
+  SequenceMetrics sequence_;
   std::string code_name_ = "(no status)";
   std::string error_message_;
   RequestTimer* enclosing_;  // the thread's previous timer (none in practice)
+};
+
+// Tags the log lines of the calling thread with a request's id while in scope: for threads an
+// RPC starts (each request of a ModelStreamInfer stream runs on its own).
+class ScopedRequestId {
+ public:
+  explicit ScopedRequestId(std::string id);
+  ~ScopedRequestId();
+  ScopedRequestId(const ScopedRequestId&) = delete;
+  ScopedRequestId& operator=(const ScopedRequestId&) = delete;
+
+ private:
+  std::string previous_;
 };
 
 // The x-request-id value to use: the client's when it is 1..128 printable ASCII characters

@@ -41,6 +41,7 @@ TEST(Reflection, ListsPlacerHealthAndReflectionAndDescribesThePlacerService) {
   EXPECT_TRUE(services.count("placer.v1.Placer"));
   EXPECT_TRUE(services.count("grpc.health.v1.Health"));
   EXPECT_TRUE(services.count("grpc.reflection.v1alpha.ServerReflection"));
+  EXPECT_TRUE(services.count("inference.GRPCInferenceService"));
 
   ServerReflectionRequest describe;
   describe.set_file_containing_symbol("placer.v1.Placer");
@@ -56,6 +57,30 @@ TEST(Reflection, ListsPlacerHealthAndReflectionAndDescribesThePlacerService) {
     for (const auto& method : service.method()) methods.insert(method.name());
   }
   EXPECT_EQ(methods, (std::set<std::string>{"Generate", "Forward", "Tokenize", "GetModelInfo"}));
+
+  // grpcurl finds the Open Inference Protocol the same way.
+  ServerReflectionRequest describe_oip;
+  describe_oip.set_file_containing_symbol("inference.GRPCInferenceService");
+  ASSERT_TRUE(stream->Write(describe_oip));
+  ServerReflectionResponse described_oip;
+  ASSERT_TRUE(stream->Read(&described_oip));
+  // The file may come with others (the reflection service sends what it has not sent yet).
+  bool found = false;
+  for (const std::string& bytes : described_oip.file_descriptor_response().file_descriptor_proto()) {
+    ASSERT_TRUE(file.ParseFromString(bytes));
+    if (file.package() == "inference") {
+      found = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(found) << described_oip.DebugString();
+  methods.clear();
+  for (const auto& service : file.service()) {
+    for (const auto& method : service.method()) methods.insert(method.name());
+  }
+  EXPECT_EQ(methods, (std::set<std::string>{"ServerLive", "ServerReady", "ModelReady",
+                                            "ServerMetadata", "ModelMetadata", "ModelInfer",
+                                            "ModelStreamInfer"}));
 
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
