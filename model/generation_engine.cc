@@ -75,7 +75,9 @@ absl::StatusOr<FinishReason> GenerationEngine::Generate(const GenerationRequest&
 
   auto job = std::make_shared<Job>(request, std::move(should_stop));
   std::unique_lock<std::mutex> lock(mutex_);
-  if (static_cast<int>(queue_.size()) >= limits_.max_queue) {
+  // --max-queue counts requests waiting beyond the batch: free batch slots take some first.
+  const int free_slots = std::max(0, limits_.max_batch_size - static_cast<int>(running_.size()));
+  if (static_cast<int>(queue_.size()) >= limits_.max_queue + free_slots) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "placerd is at capacity: ", running_.size(), " sequences running and ", queue_.size(),
         " requests queued (--max-queue ", limits_.max_queue, "); retry later or elsewhere"));

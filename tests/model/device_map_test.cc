@@ -175,6 +175,9 @@ TEST_P(DeviceMaps, OffloadedBlocksThroughOneSlotOrOnTheCpuGiveTheSameAnswer) {
       PlanOf(MapOf(arch(), Gpu(0), {Gpu(0), kCpu, Gpu(1), kDisk}, kCpu), Gpu(0), false);
   one_slot.staging_slots = 1;
   ExpectSameAnswer(one_slot, "staged through one slot");
+  // The planner stages onto a later GPU when the first cannot hold the slots.
+  ExpectSameAnswer(PlanOf(MapOf(arch(), Gpu(0), {Gpu(0), kCpu, Gpu(1), kDisk}, kCpu), Gpu(1)),
+                   "staged onto cuda:1");
 
   const DeviceMap spread = MapOf(arch(), Gpu(0), {Gpu(0), kCpu, Gpu(1), kDisk}, kCpu);
   ExpectSameAnswer(PlanOf(spread, kCpu), "offloaded blocks run on the cpu");

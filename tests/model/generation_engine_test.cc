@@ -136,6 +136,14 @@ TEST_F(Scheduling, GreedyOutputAloneEqualsItsOutputInABatchOfEight) {
   EXPECT_TRUE(KvCacheReturns());
 }
 
+// --max-queue 0: nothing waits, but a request with a free batch slot runs.
+TEST_F(Scheduling, NoQueueStillServesRequestsTheBatchHasRoomFor) {
+  GenerationEngine engine(*model_, {2, 64, 0});
+  Outcome alone = Run(engine, Request({1, 2, 3}, 3));
+  ASSERT_TRUE(alone.finish.ok()) << alone.finish.status();
+  EXPECT_EQ(alone.tokens.size(), 3u);
+}
+
 TEST_F(Scheduling, AFullQueueIsRefusedAtOnceAndCancellationFreesTheCache) {
   GenerationEngine engine(*model_, {1, 64, 1});
   std::promise<void> first_token;
