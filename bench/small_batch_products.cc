@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
 namespace placer::bench {
@@ -88,9 +89,26 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
            model::SmallBatchLinear(inputs[i], in_out[i], {}, isa, model::WeightLayout::kInOut);
          }), runs)},
         {"sgemm", MedianMilliseconds(each([&](size_t i) { at::mm(inputs[i], in_out[i]); }), runs)}};
+    // The same products over BF16 weights (a BF16 checkpoint): each BF16 kernel this CPU
+    // runs against ATen's BF16 linear (oneDNN), which prompt chunks use.
+    std::vector<at::Tensor> weights_bf16, inputs_bf16;
+    for (size_t i = 0; i < out_in.size(); ++i) {
+      weights_bf16.push_back(out_in[i].to(at::kBFloat16));
+      inputs_bf16.push_back(inputs[i].to(at::kBFloat16));
+    }
+    point["bf16_out_in_ms"] = {{"aten", MedianMilliseconds(each([&](size_t i) {
+                                  at::linear(inputs_bf16[i], weights_bf16[i]);
+                                }), runs)}};
+    for (model::Bf16Isa bf16 : model::RunnableBf16Isas()) {
+      point["bf16_out_in_ms"][model::Bf16IsaName(bf16)] = MedianMilliseconds(each([&](size_t i) {
+        model::SmallBatchLinearBf16(inputs_bf16[i], weights_bf16[i], {}, bf16);
+      }), runs);
+    }
     points.push_back(point);
   }
   return {{"isa", isa == model::VectorIsa::kAvx512 ? "avx512" : "avx2"},
+          {"bf16_isa", model::Bf16IsaName(model::DetectBf16Isa())},
+          {"bf16_max_rows", model::SmallBatchBf16MaxRows(model::DetectBf16Isa())},
           {"blas", model::BlasLibraryInUse()},
           {"openblas_core", model::OpenBlasCoreName()},
           {"placer_max_rows",

@@ -242,9 +242,10 @@ const char* Bf16IsaName(Bf16Isa isa) {
 }
 
 int64_t SmallBatchBf16MaxRows(Bf16Isa isa) {
-  // A first choice, to be measured with `placer-bench-model products` as the float32 kernels
-  // were: beyond a prompt-chunk's worth of rows oneDNN's BF16 GEMM reuses each weight better.
-  return isa == Bf16Isa::kNone ? 0 : 16;
+  // `placer-bench-model products` (small preset, 2 threads, ms per step, AVX512-BF16 CPU): the
+  // kernel beats ATen's BF16 linear (oneDNN) to 8 rows (12 vs 22 at 1, 36 vs 39 at 8) and
+  // loses from 16 (104 vs 48), where oneDNN's GEMM reuses each weight across more rows.
+  return isa == Bf16Isa::kNone ? 0 : 8;
 }
 
 bool SmallBatchBf16Applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
