@@ -92,9 +92,13 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
     // The same products over BF16 weights (a BF16 checkpoint): each BF16 kernel this CPU
     // runs against ATen's BF16 linear (oneDNN), which prompt chunks use.
     std::vector<at::Tensor> weights_bf16, inputs_bf16;
-    for (size_t i = 0; i < out_in.size(); ++i) {
+    for (size_t i = 0; i < out_in.size() && !force_avx2; ++i) {
       weights_bf16.push_back(out_in[i].to(at::kBFloat16));
       inputs_bf16.push_back(inputs[i].to(at::kBFloat16));
+    }
+    if (force_avx2) {  // the float32 AVX2 kernels only
+      points.push_back(point);
+      continue;
     }
     point["bf16_out_in_ms"] = {{"aten", MedianMilliseconds(each([&](size_t i) {
                                   at::linear(inputs_bf16[i], weights_bf16[i]);
@@ -109,6 +113,13 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
   return {{"isa", isa == model::VectorIsa::kAvx512 ? "avx512" : "avx2"},
           {"bf16_isa", model::Bf16IsaName(model::DetectBf16Isa())},
           {"bf16_max_rows", model::SmallBatchBf16MaxRows(model::DetectBf16Isa())},
+          {"bf16_isas", [&] {
+             nlohmann::json names = nlohmann::json::array();
+             if (!force_avx2) {
+               for (model::Bf16Isa bf16 : model::RunnableBf16Isas()) names.push_back(model::Bf16IsaName(bf16));
+             }
+             return names;
+           }()},
           {"blas", model::BlasLibraryInUse()},
           {"openblas_core", model::OpenBlasCoreName()},
           {"placer_max_rows",

@@ -125,6 +125,13 @@ TEST_F(BenchTools, ProductsTimesEveryRowCountEachWay) {
     if (previous_rows <= 64) {
       EXPECT_GT(point["out_in_ms"]["gemv_per_row"].get<double>(), 0);
     }
+    EXPECT_GT(point["bf16_out_in_ms"]["aten"].get<double>(), 0) << previous_rows;
+    // Every BF16 path this CPU runs (at least AVX2's, as the products need AVX2).
+    ASSERT_FALSE(products["bf16_isas"].empty());
+    for (const nlohmann::json& isa : products["bf16_isas"]) {
+      EXPECT_GT(point["bf16_out_in_ms"][isa.get<std::string>()].get<double>(), 0)
+          << isa << " at " << previous_rows;
+    }
     for (const char* way : {"placer", "sgemm"}) {
       EXPECT_GT(point["in_out_ms"][way].get<double>(), 0) << way << " at " << previous_rows;
     }
