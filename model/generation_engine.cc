@@ -75,8 +75,11 @@ absl::StatusOr<FinishReason> GenerationEngine::Generate(const GenerationRequest&
 
   auto job = std::make_shared<Job>(request, std::move(should_stop));
   std::unique_lock<std::mutex> lock(mutex_);
-  // --max-queue counts requests waiting beyond the batch: free batch slots take some first.
-  const int free_slots = std::max(0, limits_.max_batch_size - static_cast<int>(running_.size()));
+  // --max-queue counts requests waiting beyond the batch: free batch slots take some first,
+  // unless the queue is held back for KV blocks (then every queued request waits).
+  const int free_slots =
+      held_for_blocks_ ? 0
+                       : std::max(0, limits_.max_batch_size - static_cast<int>(running_.size()));
   if (static_cast<int>(queue_.size()) >= limits_.max_queue + free_slots) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "placerd is at capacity: ", running_.size(), " sequences running and ", queue_.size(),
@@ -152,6 +155,7 @@ bool GenerationEngine::Admit() {
     auto sequence = model_->NewSequence(static_cast<int64_t>(job.request.prompt.size()) +
                                         job.request.max_new_tokens);
     if (absl::IsResourceExhausted(sequence.status())) {
+      held_for_blocks_ = true;
       PublishAdmissions(admitted);
       return false;
     }
@@ -165,6 +169,7 @@ bool GenerationEngine::Admit() {
     queue_.pop_front();
     admitted = true;
   }
+  held_for_blocks_ = false;
   PublishAdmissions(admitted);
   return true;
 }

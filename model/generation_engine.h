@@ -88,6 +88,7 @@ class GenerationEngine {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> running_;
   uint64_t steps_ = 0;
+  bool held_for_blocks_ = false;  // the first queued request waits for KV blocks
   bool stopping_ = false;
   std::thread engine_;
 };
