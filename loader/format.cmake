@@ -1,6 +1,7 @@
 # The torch-free part of the loader: file formats only. Included by
 # loader/CMakeLists.txt and by the standalone fuzz build (tests/fuzz), which
 # compiles it with clang and sanitizers.
+include(${CMAKE_CURRENT_LIST_DIR}/../base/base.cmake)
 set(PLACER_LOADER_FORMAT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_writer.cc
@@ -16,7 +17,7 @@ set(PLACER_LOADER_FORMAT_SOURCES
 
 add_library(placer_loader_format STATIC ${PLACER_LOADER_FORMAT_SOURCES})
 target_include_directories(placer_loader_format PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
-target_link_libraries(placer_loader_format PUBLIC
+target_link_libraries(placer_loader_format PUBLIC placer_base
   absl::status absl::statusor absl::strings absl::str_format
   nlohmann_json::nlohmann_json)
 target_compile_options(placer_loader_format PRIVATE -Wall -Wextra -Werror)

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/json_fields.h"
 #include "base/status_macros.h"
 
 namespace placer::loader {
@@ -26,116 +27,42 @@ constexpr std::array<ArchitectureRow, 4> kArchitectures = {{
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2"},
 }};
 
-// Reads typed fields of one JSON object; errors name the file and field.
-class FieldReader {
- public:
-  FieldReader(const json& object, absl::string_view file, std::string prefix = "")
-      : object_(object), file_(file), prefix_(std::move(prefix)) {}
+absl::Status FieldError(absl::string_view file, absl::string_view field,
+                        absl::string_view why) {
+  return JsonError({file, field}, why);
+}
 
-  bool Has(absl::string_view key) const {
-    const auto it = object_.find(std::string(key));
-    return it != object_.end() && !it->is_null();
+// A positive integer; absent or null takes `fallback` (none: required).
+absl::StatusOr<std::int64_t> ReadPositiveField(const json& object, JsonWhere where,
+                                               absl::string_view key,
+                                               std::optional<std::int64_t> fallback) {
+  PLACER_ASSIGN_OR_RETURN(const std::int64_t value, ReadIntField(object, where, key, fallback));
+  if (value <= 0) {
+    const std::string path = JoinJsonPath(where.path, key);
+    return JsonError({where.file, path}, absl::StrCat("must be positive, got ", value));
   }
+  return value;
+}
 
-  absl::Status Int(absl::string_view key, std::int64_t& out, bool required) const {
-    const auto it = object_.find(std::string(key));
-    if (it == object_.end() || it->is_null()) {
-      return required ? Error(key, "is required") : absl::OkStatus();
-    }
-    if (!it->is_number_integer()) {
-      return Error(key, absl::StrCat("must be an integer, got ", it->type_name()));
-    }
-    if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-      return Error(key, "is too large");
-    }
-    out = it->get<std::int64_t>();
-    return absl::OkStatus();
+// eos_token_id is an int in older configs and a list in newer ones.
+absl::StatusOr<std::vector<std::int64_t>> ReadIntOrIntListField(const json& object,
+                                                                JsonWhere where,
+                                                                absl::string_view key) {
+  PLACER_ASSIGN_OR_RETURN(const json* value, FindJsonField(object, where, key));
+  std::vector<std::int64_t> out;
+  if (value == nullptr) return out;
+  const std::string path = JoinJsonPath(where.path, key);
+  if (!value->is_array()) {
+    PLACER_ASSIGN_OR_RETURN(const std::int64_t id, JsonAsInt(*value, {where.file, path}));
+    return std::vector<std::int64_t>{id};
   }
-
-  absl::Status Positive(absl::string_view key, std::int64_t& out, bool required) const {
-    PLACER_RETURN_IF_ERROR(Int(key, out, required));
-    if (Has(key) && out <= 0) return Error(key, "must be positive");
-    return absl::OkStatus();
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    const std::string element = IndexJsonPath(path, i);
+    PLACER_ASSIGN_OR_RETURN(const std::int64_t id, JsonAsInt((*value)[i], {where.file, element}));
+    out.push_back(id);
   }
-
-  absl::Status Number(absl::string_view key, double& out) const {
-    const auto it = object_.find(std::string(key));
-    if (it == object_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_number()) {
-      return Error(key, absl::StrCat("must be a number, got ", it->type_name()));
-    }
-    out = it->get<double>();
-    return absl::OkStatus();
-  }
-
-  absl::Status Bool(absl::string_view key, bool& out) const {
-    const auto it = object_.find(std::string(key));
-    if (it == object_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_boolean()) {
-      return Error(key, absl::StrCat("must be true or false, got ", it->type_name()));
-    }
-    out = it->get<bool>();
-    return absl::OkStatus();
-  }
-
-  absl::Status String(absl::string_view key, std::string& out) const {
-    const auto it = object_.find(std::string(key));
-    if (it == object_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_string()) {
-      return Error(key, absl::StrCat("must be a string, got ", it->type_name()));
-    }
-    out = it->get<std::string>();
-    return absl::OkStatus();
-  }
-
-  absl::Status OptionalInt(absl::string_view key, std::optional<std::int64_t>& out) const {
-    if (!Has(key)) return absl::OkStatus();
-    std::int64_t value = 0;
-    PLACER_RETURN_IF_ERROR(Int(key, value, true));
-    out = value;
-    return absl::OkStatus();
-  }
-
-  absl::Status OptionalNumber(absl::string_view key, std::optional<double>& out) const {
-    if (!Has(key)) return absl::OkStatus();
-    double value = 0;
-    PLACER_RETURN_IF_ERROR(Number(key, value));
-    out = value;
-    return absl::OkStatus();
-  }
-
-  // eos_token_id is an int in older configs and a list in newer ones.
-  absl::Status IntOrIntList(absl::string_view key, std::vector<std::int64_t>& out) const {
-    const auto it = object_.find(std::string(key));
-    if (it == object_.end() || it->is_null()) return absl::OkStatus();
-    if (it->is_number_integer()) {
-      out = {it->get<std::int64_t>()};
-      return absl::OkStatus();
-    }
-    if (!it->is_array()) {
-      return Error(key, absl::StrCat("must be an integer or a list of integers, got ",
-                                     it->type_name()));
-    }
-    out.clear();
-    for (const json& element : *it) {
-      if (!element.is_number_integer()) {
-        return Error(key, "must be an integer or a list of integers");
-      }
-      out.push_back(element.get<std::int64_t>());
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Error(absl::string_view key, absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_, ": field \"", prefix_, key, "\" ", what));
-  }
-
- private:
-  const json& object_;
-  absl::string_view file_;
-  std::string prefix_;
-};
+  return out;
+}
 
 absl::StatusOr<const ArchitectureRow*> FindArchitecture(const json& config,
                                                         absl::string_view file) {
@@ -144,14 +71,12 @@ absl::StatusOr<const ArchitectureRow*> FindArchitecture(const json& config,
   const auto it = config.find("architectures");
   if (it != config.end() && !it->is_null()) {
     if (!it->is_array() || it->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          file, ": field \"architectures\" must be a non-empty list of strings"));
+      return FieldError(file, "architectures", "must be a non-empty list of strings");
     }
     std::vector<std::string> listed;
     for (const json& name : *it) {
       if (!name.is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ": field \"architectures\" must be a list of strings"));
+        return FieldError(file, "architectures", "must be a list of strings");
       }
       listed.push_back(name.get<std::string>());
       for (const ArchitectureRow& row : kArchitectures) {
@@ -163,8 +88,8 @@ absl::StatusOr<const ArchitectureRow*> FindArchitecture(const json& config,
         "; supported: ", supported_list));
   }
   // Some configs omit "architectures"; model_type is then decisive.
-  std::string model_type;
-  PLACER_RETURN_IF_ERROR(FieldReader(config, file).String("model_type", model_type));
+  PLACER_ASSIGN_OR_RETURN(const std::string model_type,
+                          ReadStringField(config, {file, ""}, "model_type", ""));
   for (const ArchitectureRow& row : kArchitectures) {
     if (row.model_type == model_type) return &row;
   }
@@ -175,30 +100,29 @@ absl::StatusOr<const ArchitectureRow*> FindArchitecture(const json& config,
 
 absl::Status ReadRopeScaling(const json& config, absl::string_view file,
                              ModelConfig& out) {
-  const auto it = config.find("rope_scaling");
-  if (it == config.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": field \"rope_scaling\" must be an object or null"));
-  }
-  FieldReader fields(*it, file, "rope_scaling.");
+  PLACER_ASSIGN_OR_RETURN(const json* found, FindJsonField(config, {file, ""}, "rope_scaling"));
+  if (found == nullptr) return absl::OkStatus();
+  const JsonWhere where{file, "rope_scaling"};
   RopeScaling scaling;
   // transformers renamed "type" to "rope_type"; either may appear.
-  PLACER_RETURN_IF_ERROR(fields.String("type", scaling.rope_type));
-  PLACER_RETURN_IF_ERROR(fields.String("rope_type", scaling.rope_type));
-  PLACER_RETURN_IF_ERROR(fields.Number("factor", scaling.factor));
-  PLACER_RETURN_IF_ERROR(fields.OptionalNumber("low_freq_factor", scaling.low_freq_factor));
-  PLACER_RETURN_IF_ERROR(fields.OptionalNumber("high_freq_factor", scaling.high_freq_factor));
-  PLACER_RETURN_IF_ERROR(fields.OptionalInt("original_max_position_embeddings",
-                                            scaling.original_max_position_embeddings));
-  if (scaling.rope_type.empty()) return fields.Error("rope_type", "is required");
-  if (!(scaling.factor > 0)) return fields.Error("factor", "must be positive");
+  PLACER_ASSIGN_OR_RETURN(scaling.rope_type, ReadStringField(*found, where, "type", ""));
+  PLACER_ASSIGN_OR_RETURN(scaling.rope_type,
+                          ReadStringField(*found, where, "rope_type", scaling.rope_type));
+  PLACER_ASSIGN_OR_RETURN(scaling.factor, ReadNumberField(*found, where, "factor", 1.0));
+  PLACER_ASSIGN_OR_RETURN(scaling.low_freq_factor,
+                          ReadOptionalNumberField(*found, where, "low_freq_factor"));
+  PLACER_ASSIGN_OR_RETURN(scaling.high_freq_factor,
+                          ReadOptionalNumberField(*found, where, "high_freq_factor"));
+  PLACER_ASSIGN_OR_RETURN(scaling.original_max_position_embeddings,
+                          ReadOptionalIntField(*found, where, "original_max_position_embeddings"));
+  if (scaling.rope_type.empty()) return FieldError(file, "rope_scaling.rope_type", "is required");
+  if (!(scaling.factor > 0)) return FieldError(file, "rope_scaling.factor", "must be positive");
   if (scaling.rope_type == "llama3" &&
       (!scaling.low_freq_factor || !scaling.high_freq_factor ||
        !scaling.original_max_position_embeddings)) {
-    return fields.Error("rope_type",
-                        "\"llama3\" needs low_freq_factor, high_freq_factor and "
-                        "original_max_position_embeddings");
+    return FieldError(file, "rope_scaling.rope_type",
+                      "\"llama3\" needs low_freq_factor, high_freq_factor and "
+                      "original_max_position_embeddings");
   }
   out.rope_scaling = scaling;
   return absl::OkStatus();
@@ -206,73 +130,84 @@ absl::Status ReadRopeScaling(const json& config, absl::string_view file,
 
 absl::Status ReadLlamaFamily(const json& config, absl::string_view file,
                              ModelConfig& out) {
-  FieldReader fields(config, file);
-  PLACER_RETURN_IF_ERROR(fields.Positive("hidden_size", out.hidden_size, true));
-  PLACER_RETURN_IF_ERROR(fields.Positive("intermediate_size", out.intermediate_size, true));
-  PLACER_RETURN_IF_ERROR(fields.Positive("num_hidden_layers", out.num_hidden_layers, true));
-  PLACER_RETURN_IF_ERROR(fields.Positive("num_attention_heads", out.num_attention_heads, true));
-  out.num_key_value_heads = out.num_attention_heads;
-  PLACER_RETURN_IF_ERROR(fields.Positive("num_key_value_heads", out.num_key_value_heads, false));
-  if (out.hidden_size % out.num_attention_heads != 0 && !fields.Has("head_dim")) {
-    return fields.Error("hidden_size", absl::StrCat("(", out.hidden_size,
-                                                    ") is not divisible by num_attention_heads (",
-                                                    out.num_attention_heads, ")"));
+  const JsonWhere top{file, ""};
+  PLACER_ASSIGN_OR_RETURN(out.hidden_size, ReadPositiveField(config, top, "hidden_size", {}));
+  PLACER_ASSIGN_OR_RETURN(out.intermediate_size,
+                          ReadPositiveField(config, top, "intermediate_size", {}));
+  PLACER_ASSIGN_OR_RETURN(out.num_hidden_layers,
+                          ReadPositiveField(config, top, "num_hidden_layers", {}));
+  PLACER_ASSIGN_OR_RETURN(out.num_attention_heads,
+                          ReadPositiveField(config, top, "num_attention_heads", {}));
+  PLACER_ASSIGN_OR_RETURN(out.num_key_value_heads,
+                          ReadPositiveField(config, top, "num_key_value_heads",
+                                            out.num_attention_heads));
+  PLACER_ASSIGN_OR_RETURN(const std::optional<std::int64_t> head_dim,
+                          ReadOptionalIntField(config, top, "head_dim"));
+  if (out.hidden_size % out.num_attention_heads != 0 && !head_dim) {
+    return FieldError(file, "hidden_size",
+                      absl::StrCat("(", out.hidden_size, ") is not divisible by "
+                                   "num_attention_heads (", out.num_attention_heads, ")"));
   }
-  out.head_dim = out.hidden_size / out.num_attention_heads;
-  PLACER_RETURN_IF_ERROR(fields.Positive("head_dim", out.head_dim, false));
-  PLACER_RETURN_IF_ERROR(fields.Positive("vocab_size", out.vocab_size, true));
-  out.max_position_embeddings = 2048;
-  PLACER_RETURN_IF_ERROR(fields.Positive("max_position_embeddings",
-                                         out.max_position_embeddings, false));
-  out.norm_eps = 1e-6;
-  PLACER_RETURN_IF_ERROR(fields.Number("rms_norm_eps", out.norm_eps));
-  PLACER_RETURN_IF_ERROR(fields.Number("rope_theta", out.rope_theta));
+  PLACER_ASSIGN_OR_RETURN(out.head_dim,
+                          ReadPositiveField(config, top, "head_dim",
+                                            out.hidden_size / out.num_attention_heads));
+  PLACER_ASSIGN_OR_RETURN(out.vocab_size, ReadPositiveField(config, top, "vocab_size", {}));
+  PLACER_ASSIGN_OR_RETURN(out.max_position_embeddings,
+                          ReadPositiveField(config, top, "max_position_embeddings", 2048));
+  PLACER_ASSIGN_OR_RETURN(out.norm_eps, ReadNumberField(config, top, "rms_norm_eps", 1e-6));
+  PLACER_ASSIGN_OR_RETURN(out.rope_theta,
+                          ReadNumberField(config, top, "rope_theta", out.rope_theta));
   PLACER_RETURN_IF_ERROR(ReadRopeScaling(config, file, out));
-  PLACER_RETURN_IF_ERROR(fields.OptionalInt("sliding_window", out.sliding_window));
-  PLACER_RETURN_IF_ERROR(fields.Bool("use_sliding_window", out.use_sliding_window));
-  PLACER_RETURN_IF_ERROR(fields.Int("max_window_layers", out.max_window_layers, false));
+  PLACER_ASSIGN_OR_RETURN(out.sliding_window,
+                          ReadOptionalIntField(config, top, "sliding_window"));
+  PLACER_ASSIGN_OR_RETURN(out.use_sliding_window,
+                          ReadBoolField(config, top, "use_sliding_window",
+                                        out.use_sliding_window));
+  PLACER_ASSIGN_OR_RETURN(out.max_window_layers,
+                          ReadIntField(config, top, "max_window_layers", out.max_window_layers));
   if (out.architecture == Architecture::kQwen2) {
     out.qkv_bias = true;
     out.o_proj_bias = false;
   } else {
-    bool attention_bias = false;
-    PLACER_RETURN_IF_ERROR(fields.Bool("attention_bias", attention_bias));
+    PLACER_ASSIGN_OR_RETURN(const bool attention_bias,
+                            ReadBoolField(config, top, "attention_bias", false));
     out.qkv_bias = out.o_proj_bias = attention_bias;
   }
-  PLACER_RETURN_IF_ERROR(fields.Bool("mlp_bias", out.mlp_bias));
-  out.tie_word_embeddings = false;
-  PLACER_RETURN_IF_ERROR(fields.Bool("tie_word_embeddings", out.tie_word_embeddings));
+  PLACER_ASSIGN_OR_RETURN(out.mlp_bias, ReadBoolField(config, top, "mlp_bias", out.mlp_bias));
+  PLACER_ASSIGN_OR_RETURN(out.tie_word_embeddings,
+                          ReadBoolField(config, top, "tie_word_embeddings", false));
   if (out.num_attention_heads % out.num_key_value_heads != 0) {
-    return fields.Error("num_key_value_heads",
-                        absl::StrCat("(", out.num_key_value_heads,
-                                     ") must divide num_attention_heads (",
-                                     out.num_attention_heads, ")"));
+    return FieldError(file, "num_key_value_heads",
+                      absl::StrCat("(", out.num_key_value_heads,
+                                   ") must divide num_attention_heads (",
+                                   out.num_attention_heads, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ReadGpt2(const json& config, absl::string_view file, ModelConfig& out) {
-  FieldReader fields(config, file);
-  PLACER_RETURN_IF_ERROR(fields.Positive("n_embd", out.hidden_size, true));
-  PLACER_RETURN_IF_ERROR(fields.Positive("n_layer", out.num_hidden_layers, true));
-  PLACER_RETURN_IF_ERROR(fields.Positive("n_head", out.num_attention_heads, true));
-  PLACER_RETURN_IF_ERROR(fields.Positive("vocab_size", out.vocab_size, true));
-  out.max_position_embeddings = 1024;
-  PLACER_RETURN_IF_ERROR(fields.Positive("n_positions", out.max_position_embeddings, false));
-  out.intermediate_size = 4 * out.hidden_size;
-  PLACER_RETURN_IF_ERROR(fields.Positive("n_inner", out.intermediate_size, false));
-  out.norm_eps = 1e-5;
-  PLACER_RETURN_IF_ERROR(fields.Number("layer_norm_epsilon", out.norm_eps));
+  const JsonWhere top{file, ""};
+  PLACER_ASSIGN_OR_RETURN(out.hidden_size, ReadPositiveField(config, top, "n_embd", {}));
+  PLACER_ASSIGN_OR_RETURN(out.num_hidden_layers, ReadPositiveField(config, top, "n_layer", {}));
+  PLACER_ASSIGN_OR_RETURN(out.num_attention_heads,
+                          ReadPositiveField(config, top, "n_head", {}));
+  PLACER_ASSIGN_OR_RETURN(out.vocab_size, ReadPositiveField(config, top, "vocab_size", {}));
+  PLACER_ASSIGN_OR_RETURN(out.max_position_embeddings,
+                          ReadPositiveField(config, top, "n_positions", 1024));
+  PLACER_ASSIGN_OR_RETURN(out.intermediate_size,
+                          ReadPositiveField(config, top, "n_inner", 4 * out.hidden_size));
+  PLACER_ASSIGN_OR_RETURN(out.norm_eps,
+                          ReadNumberField(config, top, "layer_norm_epsilon", 1e-5));
   if (out.hidden_size % out.num_attention_heads != 0) {
-    return fields.Error("n_embd", absl::StrCat("(", out.hidden_size,
-                                               ") is not divisible by n_head (",
-                                               out.num_attention_heads, ")"));
+    return FieldError(file, "n_embd",
+                      absl::StrCat("(", out.hidden_size, ") is not divisible by n_head (",
+                                   out.num_attention_heads, ")"));
   }
   out.num_key_value_heads = out.num_attention_heads;
   out.head_dim = out.hidden_size / out.num_attention_heads;
   out.qkv_bias = out.o_proj_bias = out.mlp_bias = true;
-  out.tie_word_embeddings = true;
-  PLACER_RETURN_IF_ERROR(fields.Bool("tie_word_embeddings", out.tie_word_embeddings));
+  PLACER_ASSIGN_OR_RETURN(out.tie_word_embeddings,
+                          ReadBoolField(config, top, "tie_word_embeddings", true));
   return absl::OkStatus();
 }
 
@@ -302,8 +237,9 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& config,
   out.architecture = row->architecture;
   out.model_type = std::string(row->model_type);
   out.raw = config;
-  FieldReader fields(config, file);
-  PLACER_RETURN_IF_ERROR(fields.String("model_type", out.model_type));
+  const JsonWhere top{file, ""};
+  PLACER_ASSIGN_OR_RETURN(out.model_type,
+                          ReadStringField(config, top, "model_type", out.model_type));
   if (out.is_gpt2()) {
     PLACER_RETURN_IF_ERROR(ReadGpt2(config, file, out));
   } else {
@@ -312,8 +248,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& config,
   // Bounds the tensor list derived from the config (and the work to build it).
   constexpr std::int64_t kMaxLayers = 10000;
   if (out.num_hidden_layers > kMaxLayers) {
-    return fields.Error(out.is_gpt2() ? "n_layer" : "num_hidden_layers",
-                        absl::StrCat("(", out.num_hidden_layers,
+    return FieldError(file, out.is_gpt2() ? "n_layer" : "num_hidden_layers",
+                      absl::StrCat("(", out.num_hidden_layers,
                                      ") is implausibly large (limit ", kMaxLayers, ")"));
   }
   // Keeps shape arithmetic (3 * hidden, heads * head_dim) far from overflow.
@@ -327,14 +263,14 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& config,
         {"vocab_size", out.vocab_size},
         {"max_position_embeddings", out.max_position_embeddings}}) {
     if (value > kMaxDimension) {
-      return fields.Error(name, absl::StrCat("(", value, ") is implausibly large (limit ",
-                                             kMaxDimension, ")"));
+      return FieldError(file, name, absl::StrCat("(", value, ") is implausibly large (limit ",
+                                                 kMaxDimension, ")"));
     }
   }
-  PLACER_RETURN_IF_ERROR(fields.String("torch_dtype", out.torch_dtype));
-  PLACER_RETURN_IF_ERROR(fields.OptionalInt("bos_token_id", out.bos_token_id));
-  PLACER_RETURN_IF_ERROR(fields.IntOrIntList("eos_token_id", out.eos_token_ids));
-  PLACER_RETURN_IF_ERROR(fields.OptionalInt("pad_token_id", out.pad_token_id));
+  PLACER_ASSIGN_OR_RETURN(out.torch_dtype, ReadStringField(config, top, "torch_dtype", ""));
+  PLACER_ASSIGN_OR_RETURN(out.bos_token_id, ReadOptionalIntField(config, top, "bos_token_id"));
+  PLACER_ASSIGN_OR_RETURN(out.eos_token_ids, ReadIntOrIntListField(config, top, "eos_token_id"));
+  PLACER_ASSIGN_OR_RETURN(out.pad_token_id, ReadOptionalIntField(config, top, "pad_token_id"));
   return out;
 }
 

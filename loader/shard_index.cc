@@ -3,6 +3,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/json_fields.h"
+#include "base/status_macros.h"
 
 namespace placer::loader {
 namespace {
@@ -37,36 +39,28 @@ absl::StatusOr<ShardIndex> ParseShardIndex(absl::string_view json_text,
   } catch (const json::exception& e) {
     return Bad(file, absl::StrCat("not valid JSON: ", e.what()));
   }
-  if (!parsed.is_object()) return Bad(file, "must be a JSON object");
+  const JsonWhere top{file, ""};
   ShardIndex index;
-  if (const auto it = parsed.find("metadata"); it != parsed.end() && !it->is_null()) {
-    if (!it->is_object()) return Bad(file, "\"metadata\" must be an object");
-    index.metadata = *it;
-    if (const auto total = it->find("total_size"); total != it->end()) {
-      if (!total->is_number_integer() ||
-          (total->is_number_integer() && !total->is_number_unsigned() &&
-           total->get<std::int64_t>() < 0)) {
-        return Bad(file, "\"metadata.total_size\" must be a non-negative integer");
-      }
-      index.total_size = total->get<std::uint64_t>();
-    }
+  PLACER_ASSIGN_OR_RETURN(const json* metadata, FindJsonField(parsed, top, "metadata"));
+  if (metadata != nullptr) {
+    // Reading a field of it checks that it is an object.
+    PLACER_ASSIGN_OR_RETURN(const std::int64_t total_size,
+                            ReadIntField(*metadata, {file, "metadata"}, "total_size", 0));
+    index.metadata = *metadata;
+    if (total_size < 0) return Bad(file, "metadata.total_size: must not be negative");
+    index.total_size = static_cast<std::uint64_t>(total_size);
   }
-  const auto map_it = parsed.find("weight_map");
-  if (map_it == parsed.end()) return Bad(file, "\"weight_map\" is missing");
-  if (!map_it->is_object()) return Bad(file, "\"weight_map\" must be an object");
-  if (map_it->empty()) return Bad(file, "\"weight_map\" lists no tensors");
-  for (const auto& [tensor, shard] : map_it->items()) {
-    if (tensor.empty()) return Bad(file, "\"weight_map\" has an empty tensor name");
-    if (!shard.is_string()) {
-      return Bad(file, absl::StrCat("\"weight_map\".\"", tensor,
-                                    "\" must be a shard file name string"));
-    }
-    std::string shard_name = shard.get<std::string>();
+  PLACER_ASSIGN_OR_RETURN(const json* weight_map, ReadObjectField(parsed, top, "weight_map"));
+  if (weight_map->empty()) return Bad(file, "weight_map: lists no tensors");
+  for (const auto& [tensor, shard] : weight_map->items()) {
+    if (tensor.empty()) return Bad(file, "weight_map: has an empty tensor name");
+    // Tensor names hold dots: the key is quoted in the path.
+    const std::string path = absl::StrCat("weight_map.\"", tensor, "\"");
+    PLACER_ASSIGN_OR_RETURN(std::string shard_name, JsonAsString(shard, {file, path}));
     if (!IsPlainShardName(shard_name)) {
-      return Bad(file, absl::StrCat("\"weight_map\".\"", tensor, "\" names \"",
-                                    shard_name,
-                                    "\": shards must be plain *.safetensors file "
-                                    "names inside the checkpoint directory"));
+      return JsonError({file, path}, absl::StrCat("names \"", shard_name,
+                                                  "\": shards must be plain *.safetensors file "
+                                                  "names inside the checkpoint directory"));
     }
     index.weight_map.emplace(tensor, std::move(shard_name));
   }

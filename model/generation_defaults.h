@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "model/sampler.h"
 
 namespace placer::loader {
@@ -19,6 +20,8 @@ struct GenerationDefaults {
   std::vector<int32_t> eos_token_ids;
 };
 
-GenerationDefaults ReadGenerationDefaults(const loader::Checkpoint& checkpoint);
+// INVALID_ARGUMENT naming the generation_config.json field when one is of the wrong type or
+// out of range (a negative max_new_tokens, an eos id beyond int32, top_p above 1).
+absl::StatusOr<GenerationDefaults> ReadGenerationDefaults(const loader::Checkpoint& checkpoint);
 
 }  // namespace placer::model

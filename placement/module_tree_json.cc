@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/file_util.h"
+#include "base/json_fields.h"
 #include "base/status_macros.h"
 
 namespace placer::placement {
@@ -11,52 +12,52 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status Error(absl::string_view file, absl::string_view where, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(file, ": ", where, ": ", why));
+// The strings of an array, each checked.
+absl::StatusOr<std::vector<std::string>> StringArray(const json& array, absl::string_view file,
+                                                     const std::string& path) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const std::string element = IndexJsonPath(path, i);
+    PLACER_ASSIGN_OR_RETURN(std::string text, JsonAsString(array[i], {file, element}));
+    out.push_back(std::move(text));
+  }
+  return out;
 }
 
-absl::StatusOr<TensorSpec> ParseTensor(const json& entry, std::size_t index,
-                                       absl::string_view file) {
-  std::string where = absl::StrCat("tensors[", index, "]");
-  if (!entry.is_object()) return Error(file, where, "must be an object");
+absl::StatusOr<TensorSpec> ParseTensor(const json& entry, absl::string_view file,
+                                       const std::string& path) {
+  const JsonWhere where{file, path};
   TensorSpec tensor;
-  auto name = entry.find("name");
-  if (name == entry.end() || !name->is_string()) {
-    return Error(file, where, "\"name\" must be a string");
-  }
-  tensor.name = name->get<std::string>();
-  where = absl::StrCat(where, " '", tensor.name, "'");
+  PLACER_ASSIGN_OR_RETURN(tensor.name, ReadStringField(entry, where, "name"));
+  // Errors past the name say which tensor too: paths alone are indices.
+  const std::string of_tensor = absl::StrCat(" (tensor '", tensor.name, "')");
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     if (it.key() != "name" && it.key() != "shape" && it.key() != "dtype" &&
         it.key() != "buffer") {
-      return Error(file, where,
-                   absl::StrCat("unknown field \"", it.key(),
-                                "\" (fields: name, shape, dtype, buffer)"));
+      return JsonError({file, JoinJsonPath(path, it.key())},
+                       absl::StrCat("unknown field (fields: name, shape, dtype, buffer)",
+                                    of_tensor));
     }
   }
-  auto shape = entry.find("shape");
-  if (shape == entry.end() || !shape->is_array()) {
-    return Error(file, where, "\"shape\" must be an array of non-negative integers");
-  }
-  for (const json& dim : *shape) {
-    if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
-      return Error(file, where, absl::StrCat("\"shape\" entry ", dim.dump(),
-                                             " is not a non-negative integer"));
+  PLACER_ASSIGN_OR_RETURN(const json* shape, ReadArrayField(entry, where, "shape"));
+  const std::string shape_path = JoinJsonPath(path, "shape");
+  for (std::size_t i = 0; i < shape->size(); ++i) {
+    const std::string dim_path = IndexJsonPath(shape_path, i);
+    PLACER_ASSIGN_OR_RETURN(const std::int64_t dim, JsonAsInt((*shape)[i], {file, dim_path}));
+    if (dim < 0) {
+      return JsonError({file, dim_path},
+                       absl::StrCat("must not be negative, got ", dim, of_tensor));
     }
-    tensor.shape.push_back(dim.get<std::int64_t>());
+    tensor.shape.push_back(dim);
   }
-  auto dtype = entry.find("dtype");
-  if (dtype == entry.end() || !dtype->is_string()) {
-    return Error(file, where, "\"dtype\" must be a string such as \"BF16\"");
+  PLACER_ASSIGN_OR_RETURN(const std::string dtype, ReadStringField(entry, where, "dtype"));
+  absl::StatusOr<loader::DType> parsed = loader::ParseDType(dtype);
+  if (!parsed.ok()) {
+    return JsonError({file, JoinJsonPath(path, "dtype")},
+                     absl::StrCat(parsed.status().message(), of_tensor));
   }
-  absl::StatusOr<loader::DType> parsed = loader::ParseDType(dtype->get<std::string>());
-  if (!parsed.ok()) return Error(file, where, parsed.status().message());
   tensor.dtype = *parsed;
-  auto buffer = entry.find("buffer");
-  if (buffer != entry.end()) {
-    if (!buffer->is_boolean()) return Error(file, where, "\"buffer\" must be true or false");
-    tensor.is_buffer = buffer->get<bool>();
-  }
+  PLACER_ASSIGN_OR_RETURN(tensor.is_buffer, ReadBoolField(entry, where, "buffer", false));
   return tensor;
 }
 
@@ -65,60 +66,50 @@ absl::StatusOr<TensorSpec> ParseTensor(const json& entry, std::size_t index,
 absl::StatusOr<ModuleTreeSpec> ParseModuleTreeJson(absl::string_view json_text,
                                                    absl::string_view file) {
   const json root = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (root.is_discarded()) return Error(file, "top level", "not valid JSON");
-  if (!root.is_object()) return Error(file, "top level", "must be a JSON object");
+  if (root.is_discarded()) return JsonError({file, ""}, "not valid JSON");
+  const JsonWhere top{file, ""};
+  if (!root.is_object()) return JsonError(top, "expected an object at the top level");
   for (auto it = root.begin(); it != root.end(); ++it) {
     if (it.key() != "tensors" && it.key() != "module_classes" && it.key() != "no_split" &&
         it.key() != "tied") {
-      return Error(file, absl::StrCat("field \"", it.key(), "\""),
-                   "unknown (fields: tensors, module_classes, no_split, tied)");
+      return JsonError({file, it.key()},
+                       "unknown field (fields: tensors, module_classes, no_split, tied)");
     }
   }
   ModuleTreeSpec spec;
-  auto tensors = root.find("tensors");
-  if (tensors == root.end() || !tensors->is_array() || tensors->empty()) {
-    return Error(file, "\"tensors\"", "required: a non-empty array of tensors");
-  }
+  PLACER_ASSIGN_OR_RETURN(const json* tensors, ReadArrayField(root, top, "tensors"));
+  if (tensors->empty()) return JsonError({file, "tensors"}, "lists no tensors");
   for (std::size_t i = 0; i < tensors->size(); ++i) {
-    PLACER_ASSIGN_OR_RETURN(TensorSpec tensor, ParseTensor((*tensors)[i], i, file));
+    PLACER_ASSIGN_OR_RETURN(TensorSpec tensor,
+                            ParseTensor((*tensors)[i], file, IndexJsonPath("tensors", i)));
     spec.tensors.push_back(std::move(tensor));
   }
-  if (auto classes = root.find("module_classes"); classes != root.end()) {
-    if (!classes->is_object()) {
-      return Error(file, "\"module_classes\"", "must be an object of module -> class name");
-    }
+  PLACER_ASSIGN_OR_RETURN(const json* classes, FindJsonField(root, top, "module_classes"));
+  if (classes != nullptr) {
+    PLACER_ASSIGN_OR_RETURN(classes, ReadObjectField(root, top, "module_classes"));
     for (auto it = classes->begin(); it != classes->end(); ++it) {
-      if (!it.value().is_string()) {
-        return Error(file, absl::StrCat("\"module_classes\" '", it.key(), "'"),
-                     "class name must be a string");
-      }
-      spec.module_classes[it.key()] = it.value().get<std::string>();
+      // Module names hold dots: the key is quoted in the path.
+      const std::string path = absl::StrCat("module_classes.\"", it.key(), "\"");
+      PLACER_ASSIGN_OR_RETURN(spec.module_classes[it.key()],
+                              JsonAsString(it.value(), {file, path}));
     }
   }
-  if (auto no_split = root.find("no_split"); no_split != root.end()) {
-    if (!no_split->is_array()) {
-      return Error(file, "\"no_split\"", "must be an array of class names");
-    }
-    for (const json& name : *no_split) {
-      if (!name.is_string()) {
-        return Error(file, "\"no_split\"", absl::StrCat(name.dump(), " is not a class name"));
-      }
-      spec.no_split_classes.push_back(name.get<std::string>());
-    }
+  PLACER_ASSIGN_OR_RETURN(const json* no_split, FindJsonField(root, top, "no_split"));
+  if (no_split != nullptr) {
+    PLACER_ASSIGN_OR_RETURN(no_split, ReadArrayField(root, top, "no_split"));
+    PLACER_ASSIGN_OR_RETURN(spec.no_split_classes, StringArray(*no_split, file, "no_split"));
   }
-  if (auto tied = root.find("tied"); tied != root.end()) {
-    if (!tied->is_array()) return Error(file, "\"tied\"", "must be an array of name arrays");
+  PLACER_ASSIGN_OR_RETURN(const json* tied, FindJsonField(root, top, "tied"));
+  if (tied != nullptr) {
+    PLACER_ASSIGN_OR_RETURN(tied, ReadArrayField(root, top, "tied"));
     for (std::size_t g = 0; g < tied->size(); ++g) {
-      const json& group = (*tied)[g];
-      const std::string where = absl::StrCat("\"tied\"[", g, "]");
-      if (!group.is_array()) return Error(file, where, "must be an array of tensor names");
-      std::vector<std::string> names;
-      for (const json& name : group) {
-        if (!name.is_string()) {
-          return Error(file, where, absl::StrCat(name.dump(), " is not a tensor name"));
-        }
-        names.push_back(name.get<std::string>());
+      const std::string path = IndexJsonPath("tied", g);
+      if (!(*tied)[g].is_array()) {
+        return JsonError({file, path}, absl::StrCat("expected an array of tensor names, got ",
+                                                    (*tied)[g].type_name()));
       }
+      PLACER_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                              StringArray((*tied)[g], file, path));
       spec.tied.push_back(std::move(names));
     }
   }

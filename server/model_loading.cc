@@ -76,7 +76,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   snapshot.parameter_count = static_cast<uint64_t>(checkpoint->parameter_count());
   LoadTokenizer(*checkpoint, &snapshot);
   snapshot.model = std::move(*model);
-  snapshot.generation = model::ReadGenerationDefaults(*checkpoint);
+  PLACER_ASSIGN_OR_RETURN(snapshot.generation, model::ReadGenerationDefaults(*checkpoint));
   for (const auto& [module, device] : plan.device_map) {
     // GPUs are integers in Hugging Face's maps; the proto map holds them as "0", "1", ...
     const nlohmann::json hf_device = placement::DeviceToHfJson(device);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/tokenizer.h"
+#include "base/utf8.h"
 #include "model/tokenizer/unicode_text.h"
 #include "base/status_macros.h"
 
@@ -32,7 +33,7 @@ absl::Status CheckStopStrings(const v1::SamplingParams& params, const TextLimits
                                                      " bytes, at most ", limits.max_stop_bytes,
                                                      " are allowed"));
     }
-    PLACER_RETURN_IF_ERROR(tokenizer::CheckUtf8(stop, field));
+    PLACER_RETURN_IF_ERROR(CheckUtf8(stop, field));
   }
   return absl::OkStatus();
 }
@@ -45,7 +46,7 @@ absl::StatusOr<std::vector<int32_t>> ResolvePrompt(const v1::GenerateRequest& re
   const v1::SamplingParams& params = request.params();
   PLACER_RETURN_IF_ERROR(CheckStopStrings(params, limits));
   if (!request.prompt().empty()) {
-    PLACER_RETURN_IF_ERROR(tokenizer::CheckUtf8(request.prompt(), "prompt"));
+    PLACER_RETURN_IF_ERROR(CheckUtf8(request.prompt(), "prompt"));
   }
   const bool needs_tokenizer = !request.prompt().empty() || params.stop_size() > 0;
   if (needs_tokenizer && model.tokenizer == nullptr) {

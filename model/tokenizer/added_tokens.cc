@@ -18,15 +18,15 @@ absl::StatusOr<AddedTokens> AddedTokens::FromJson(const nlohmann::json& value,
   if (value.is_null()) return added;
   if (!value.is_array()) return JsonError(path, "expected an array");
   for (std::size_t i = 0; i < value.size(); ++i) {
-    const std::string item_path = IndexPath(path, i);
+    const std::string item_path = IndexJsonPath(path, i);
     const nlohmann::json& item = value[i];
     PLACER_ASSIGN_OR_RETURN(auto id, IntField(item, item_path, "id"));
     if (id < 0 || id >= kMaxTokenId) {
-      return JsonError(JoinPath(item_path, "id"), absl::StrCat("must be in [0, ", kMaxTokenId, ")"));
+      return JsonError(JoinJsonPath(item_path, "id"), absl::StrCat("must be in [0, ", kMaxTokenId, ")"));
     }
     PLACER_ASSIGN_OR_RETURN(auto content, StringField(item, item_path, "content"));
     if (content.empty() || !IsValidUtf8(content)) {
-      return JsonError(JoinPath(item_path, "content"), "must be non-empty UTF-8");
+      return JsonError(JoinJsonPath(item_path, "content"), "must be non-empty UTF-8");
     }
     auto special = BoolField(item, item_path, "special", false);
     auto lstrip = BoolField(item, item_path, "lstrip", false);

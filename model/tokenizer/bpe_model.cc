@@ -40,11 +40,11 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
                                                              absl::string_view path) {
   PLACER_ASSIGN_OR_RETURN(auto type, StringField(model, path, "type", "BPE"));
   if (type != "BPE") {
-    return JsonError(JoinPath(path, "type"),
+    return JsonError(JoinJsonPath(path, "type"),
                      absl::StrCat("model '", type, "' is not supported (BPE only)"));
   }
   std::unique_ptr<BpeModel> bpe(new BpeModel);
-  const std::string vocab_path = JoinPath(path, "vocab");
+  const std::string vocab_path = JoinJsonPath(path, "vocab");
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) {
     return JsonError(vocab_path, "expected an object of token -> id");
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   for (const auto& [token, id] : vocab->items()) {
     if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
         id.get<std::int64_t>() >= kMaxTokenId || (id.is_number_unsigned() && id.get<std::uint64_t>() >= kMaxTokenId)) {
-      return JsonError(JoinPath(vocab_path, token),
+      return JsonError(JoinJsonPath(vocab_path, token),
                        absl::StrCat("id must be an integer in [0, ", kMaxTokenId, ")"));
     }
     largest = std::max(largest, id.get<std::int64_t>());
@@ -77,9 +77,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   }
 
   PLACER_ASSIGN_OR_RETURN(auto merges, ArrayField(model, path, "merges"));
-  const std::string merges_path = JoinPath(path, "merges");
+  const std::string merges_path = JoinJsonPath(path, "merges");
   for (std::size_t rank = 0; rank < merges->size(); ++rank) {
-    const std::string entry_path = IndexPath(merges_path, rank);
+    const std::string entry_path = IndexJsonPath(merges_path, rank);
     PLACER_ASSIGN_OR_RETURN(auto pair, ParseMerge((*merges)[rank], entry_path));
     const auto left = bpe->vocab_.find(pair.first);
     const auto right = bpe->vocab_.find(pair.second);
@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   if (!unk.empty()) {
     const auto found = bpe->vocab_.find(unk);
     if (found == bpe->vocab_.end()) {
-      return JsonError(JoinPath(path, "unk_token"),
+      return JsonError(JoinJsonPath(path, "unk_token"),
                        absl::StrCat("'", unk, "' is not in the vocabulary"));
     }
     bpe->unk_id_ = found->second;

@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Build(const nlohmann::json& value,
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "Prepend") {
     PLACER_ASSIGN_OR_RETURN(auto prefix, StringField(value, path, "prepend"));
-    if (!IsValidUtf8(prefix)) return JsonError(JoinPath(path, "prepend"), "invalid UTF-8");
+    if (!IsValidUtf8(prefix)) return JsonError(JoinJsonPath(path, "prepend"), "invalid UTF-8");
     return std::make_unique<Prepend>(std::move(prefix));
   }
   if (type == "Replace") {
@@ -154,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Build(const nlohmann::json& value,
     std::shared_ptr<const UnicodeRegex> regex;
     if (pattern.is_regex) {
       PLACER_ASSIGN_OR_RETURN(auto compiled,
-                              UnicodeRegex::Compile(pattern.text, JoinPath(path, "pattern")));
+                              UnicodeRegex::Compile(pattern.text, JoinJsonPath(path, "pattern")));
       regex = std::move(compiled);
     }
     return std::make_unique<Replace>(pattern.text, std::move(regex), std::move(content));
@@ -169,12 +169,12 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Build(const nlohmann::json& value,
     std::vector<std::unique_ptr<Normalizer>> steps;
     for (std::size_t i = 0; i < items->size(); ++i) {
       PLACER_ASSIGN_OR_RETURN(
-          auto step, Build((*items)[i], IndexPath(JoinPath(path, "normalizers"), i), depth + 1));
+          auto step, Build((*items)[i], IndexJsonPath(JoinJsonPath(path, "normalizers"), i), depth + 1));
       if (step != nullptr) steps.push_back(std::move(step));
     }
     return std::make_unique<Sequence>(std::move(steps));
   }
-  return JsonError(JoinPath(path, "type"),
+  return JsonError(JoinJsonPath(path, "type"),
                    absl::StrCat("normalizer '", type,
                                 "' is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, "
                                 "Prepend, Replace, Strip, Sequence)"));

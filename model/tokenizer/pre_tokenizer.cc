@@ -182,7 +182,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> Build(const nlohmann::json& value,
                             StringField(value, path, "replacement", "\xE2\x96\x81"));
     if (replacement.empty() || SplitCodePoints(replacement).size() != 1 ||
         !IsValidUtf8(replacement)) {
-      return JsonError(JoinPath(path, "replacement"), "must be one character");
+      return JsonError(JoinJsonPath(path, "replacement"), "must be one character");
     }
     // Older files say add_prefix_space; newer ones prepend_scheme.
     PLACER_ASSIGN_OR_RETURN(auto add_prefix_space,
@@ -195,7 +195,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> Build(const nlohmann::json& value,
     } else if (scheme_name == "never") {
       scheme = PrependScheme::kNever;
     } else if (scheme_name != "always") {
-      return JsonError(JoinPath(path, "prepend_scheme"), "expected always, first or never");
+      return JsonError(JoinJsonPath(path, "prepend_scheme"), "expected always, first or never");
     }
     PLACER_ASSIGN_OR_RETURN(auto split, BoolField(value, path, "split", true));
     return std::make_unique<Metaspace>(std::move(replacement), scheme, split);
@@ -204,13 +204,13 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> Build(const nlohmann::json& value,
     PLACER_ASSIGN_OR_RETURN(auto pattern, PatternField(value, path, "pattern"));
     PLACER_ASSIGN_OR_RETURN(auto behavior_name, StringField(value, path, "behavior"));
     PLACER_ASSIGN_OR_RETURN(auto behavior,
-                            ParseBehavior(behavior_name, JoinPath(path, "behavior")));
+                            ParseBehavior(behavior_name, JoinJsonPath(path, "behavior")));
     PLACER_ASSIGN_OR_RETURN(auto invert, BoolField(value, path, "invert", false));
-    if (!IsValidUtf8(pattern.text)) return JsonError(JoinPath(path, "pattern"), "invalid UTF-8");
+    if (!IsValidUtf8(pattern.text)) return JsonError(JoinJsonPath(path, "pattern"), "invalid UTF-8");
     Matcher matcher(pattern.text);
     if (pattern.is_regex) {
       PLACER_ASSIGN_OR_RETURN(auto compiled,
-                              UnicodeRegex::Compile(pattern.text, JoinPath(path, "pattern")));
+                              UnicodeRegex::Compile(pattern.text, JoinJsonPath(path, "pattern")));
       matcher = Matcher(std::move(compiled));
     }
     return std::make_unique<Split>(std::move(matcher), behavior, invert);
@@ -228,12 +228,12 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> Build(const nlohmann::json& value,
     std::vector<std::unique_ptr<PreTokenizer>> steps;
     for (std::size_t i = 0; i < items->size(); ++i) {
       PLACER_ASSIGN_OR_RETURN(
-          auto step, Build((*items)[i], IndexPath(JoinPath(path, "pretokenizers"), i), depth + 1));
+          auto step, Build((*items)[i], IndexJsonPath(JoinJsonPath(path, "pretokenizers"), i), depth + 1));
       if (step != nullptr) steps.push_back(std::move(step));
     }
     return std::make_unique<Sequence>(std::move(steps));
   }
-  return JsonError(JoinPath(path, "type"),
+  return JsonError(JoinJsonPath(path, "type"),
                    absl::StrCat("pre-tokenizer '", type,
                                 "' is not supported (supported: ByteLevel, Metaspace, Split, "
                                 "Digits, Sequence)"));

@@ -9,8 +9,10 @@ namespace {
 
 constexpr int kMaxDepth = 16;
 
+constexpr JsonWhere kConfigTop{"tokenizer_config.json", ""};
+
 absl::Status ConfigError(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("tokenizer_config.json: ", field, ": ", why));
+  return placer::JsonError({kConfigTop.file, field}, why);
 }
 
 // "bos_token": "<s>" or {"content": "<s>", ...}; nullopt when absent or null.
@@ -30,11 +32,11 @@ absl::StatusOr<std::optional<std::string>> ConfigToken(const nlohmann::json& con
 }
 
 absl::StatusOr<std::optional<bool>> ConfigFlag(const nlohmann::json& config, const char* key) {
-  if (!config.is_object()) return std::optional<bool>();
-  const auto found = config.find(key);
-  if (found == config.end() || found->is_null()) return std::optional<bool>();
-  if (!found->is_boolean()) return ConfigError(key, "expected true or false");
-  return std::optional<bool>(found->get<bool>());
+  if (!config.is_object() || !config.contains(key) || config[key].is_null()) {
+    return std::optional<bool>();
+  }
+  PLACER_ASSIGN_OR_RETURN(const bool flag, ReadBoolField(config, kConfigTop, key));
+  return std::optional<bool>(flag);
 }
 
 std::optional<std::int32_t> IdOf(const std::string& token, const AddedTokens& added,
@@ -64,16 +66,16 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
     PLACER_ASSIGN_OR_RETURN(auto items, ArrayField(value, path, "processors"));
     for (std::size_t i = 0; i < items->size(); ++i) {
       absl::Status status = AddFromPostProcessor(
-          (*items)[i], IndexPath(JoinPath(path, "processors"), i), depth + 1, out);
+          (*items)[i], IndexJsonPath(JoinJsonPath(path, "processors"), i), depth + 1, out);
       if (!status.ok()) return status;
     }
     return absl::OkStatus();
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     PLACER_ASSIGN_OR_RETURN(auto cls,
-                            PairIds(value.value("cls", nlohmann::json()), JoinPath(path, "cls")));
+                            PairIds(value.value("cls", nlohmann::json()), JoinJsonPath(path, "cls")));
     PLACER_ASSIGN_OR_RETURN(auto sep,
-                            PairIds(value.value("sep", nlohmann::json()), JoinPath(path, "sep")));
+                            PairIds(value.value("sep", nlohmann::json()), JoinJsonPath(path, "sep")));
     out->prefix.insert(out->prefix.end(), cls.begin(), cls.end());
     out->suffix.insert(out->suffix.begin(), sep.begin(), sep.end());
     return absl::OkStatus();
@@ -84,7 +86,7 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
     bool after_sequence = false;
     std::vector<std::int32_t> prefix, suffix;
     for (std::size_t i = 0; i < single->size(); ++i) {
-      const std::string item_path = IndexPath(JoinPath(path, "single"), i);
+      const std::string item_path = IndexJsonPath(JoinJsonPath(path, "single"), i);
       const nlohmann::json& item = (*single)[i];
       if (!item.is_object()) return JsonError(item_path, "expected an object");
       if (item.contains("Sequence")) {
@@ -96,8 +98,8 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
         return JsonError(item_path, "expected {\"Sequence\": ..} or {\"SpecialToken\": ..}");
       }
       PLACER_ASSIGN_OR_RETURN(auto name,
-                              StringField(*special, JoinPath(item_path, "SpecialToken"), "id"));
-      const std::string special_path = JoinPath(JoinPath(path, "special_tokens"), name);
+                              StringField(*special, JoinJsonPath(item_path, "SpecialToken"), "id"));
+      const std::string special_path = JoinJsonPath(JoinJsonPath(path, "special_tokens"), name);
       if (specials == value.end() || !specials->is_object() || !specials->contains(name)) {
         return JsonError(special_path, "missing");
       }
@@ -105,7 +107,7 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
       for (const nlohmann::json& id : *ids) {
         if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
             id.get<std::int64_t>() > INT32_MAX) {
-          return JsonError(JoinPath(special_path, "ids"), "expected non-negative integer ids");
+          return JsonError(JoinJsonPath(special_path, "ids"), "expected non-negative integer ids");
         }
         (after_sequence ? suffix : prefix).push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
       }
@@ -114,7 +116,7 @@ absl::Status AddFromPostProcessor(const nlohmann::json& value, const std::string
     out->suffix.insert(out->suffix.begin(), suffix.begin(), suffix.end());
     return absl::OkStatus();
   }
-  return JsonError(JoinPath(path, "type"),
+  return JsonError(JoinJsonPath(path, "type"),
                    absl::StrCat("post-processor '", type,
                                 "' is not supported (supported: TemplateProcessing, "
                                 "BertProcessing, RobertaProcessing, ByteLevel, Sequence)"));

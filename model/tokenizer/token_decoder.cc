@@ -80,7 +80,7 @@ absl::Status AddSteps(const nlohmann::json& value, absl::string_view path, int d
     step->kind = Step::Kind::kMetaspace;
     PLACER_ASSIGN_OR_RETURN(auto replacement,
                             StringField(value, path, "replacement", "\xE2\x96\x81"));
-    if (replacement.empty()) return JsonError(JoinPath(path, "replacement"), "empty");
+    if (replacement.empty()) return JsonError(JoinJsonPath(path, "replacement"), "empty");
     PLACER_ASSIGN_OR_RETURN(auto add_prefix_space,
                             BoolField(value, path, "add_prefix_space", true));
     PLACER_ASSIGN_OR_RETURN(auto scheme, StringField(value, path, "prepend_scheme",
@@ -91,7 +91,7 @@ absl::Status AddSteps(const nlohmann::json& value, absl::string_view path, int d
     step->kind = Step::Kind::kReplace;
     PLACER_ASSIGN_OR_RETURN(auto pattern, PatternField(value, path, "pattern"));
     if (pattern.is_regex) {
-      return JsonError(JoinPath(path, "pattern"), "Replace decoders with a Regex are not supported");
+      return JsonError(JoinJsonPath(path, "pattern"), "Replace decoders with a Regex are not supported");
     }
     PLACER_ASSIGN_OR_RETURN(auto content, StringField(value, path, "content"));
     step->from = pattern.text;
@@ -109,7 +109,7 @@ absl::Status AddSteps(const nlohmann::json& value, absl::string_view path, int d
       if (!status.ok()) return status;
     }
     if (content->empty() || SplitCodePoints(*content).size() != 1 || !IsValidUtf8(*content)) {
-      return JsonError(JoinPath(path, "content"), "must be one character");
+      return JsonError(JoinJsonPath(path, "content"), "must be one character");
     }
     if (*start < 0 || *stop < 0 || *start > 1024 || *stop > 1024) {
       return JsonError(path, "start and stop must be in [0, 1024]");
@@ -125,13 +125,13 @@ absl::Status AddSteps(const nlohmann::json& value, absl::string_view path, int d
   } else if (type == "Sequence") {
     PLACER_ASSIGN_OR_RETURN(auto items, ArrayField(value, path, "decoders"));
     for (std::size_t i = 0; i < items->size(); ++i) {
-      absl::Status status = AddSteps((*items)[i], IndexPath(JoinPath(path, "decoders"), i),
+      absl::Status status = AddSteps((*items)[i], IndexJsonPath(JoinJsonPath(path, "decoders"), i),
                                      depth + 1, fused, steps, strip);
       if (!status.ok()) return status;
     }
     return absl::OkStatus();
   } else {
-    return JsonError(JoinPath(path, "type"),
+    return JsonError(JoinJsonPath(path, "type"),
                      absl::StrCat("decoder '", type,
                                   "' is not supported (supported: ByteLevel, Metaspace, Replace, "
                                   "ByteFallback, Fuse, Strip, Sequence)"));

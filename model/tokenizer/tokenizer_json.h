@@ -1,5 +1,5 @@
-// Reading tokenizer.json: typed field access whose errors name the file and the JSON path
-// ("tokenizer.json: model.merges[12]: ..."), and the {"String": ..} / {"Regex": ..} patterns
+// Reading tokenizer.json: base/json_fields.h's typed fields bound to the file name, so errors
+// read "tokenizer.json: model.merges[12]: ...", and the {"String": ..} / {"Regex": ..} patterns
 // that normalizers, pre-tokenizers and decoders share.
 #pragma once
 
@@ -11,8 +11,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/json_fields.h"
 
 namespace placer::tokenizer {
+
+inline constexpr absl::string_view kTokenizerJson = "tokenizer.json";
 
 absl::Status JsonError(absl::string_view path, absl::string_view why);
 
@@ -31,9 +34,6 @@ absl::StatusOr<std::string> TypeField(const nlohmann::json& value, absl::string_
 // The array under `key`; an error when absent or not an array.
 absl::StatusOr<const nlohmann::json*> ArrayField(const nlohmann::json& object,
                                                  absl::string_view path, const char* key);
-
-std::string JoinPath(absl::string_view path, absl::string_view key);
-std::string IndexPath(absl::string_view path, std::size_t index);
 
 // {"String": "▁"} or {"Regex": "\\s+"}.
 struct Pattern {

@@ -20,23 +20,6 @@ std::int32_t NextCodePoint(absl::string_view text, std::int32_t* offset) {
 
 }  // namespace
 
-absl::Status CheckUtf8(absl::string_view text, absl::string_view field) {
-  if (text.size() > static_cast<std::size_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": longer than 2 GiB"));
-  }
-  std::int32_t offset = 0;
-  while (static_cast<std::size_t>(offset) < text.size()) {
-    const std::int32_t at = offset;
-    if (NextCodePoint(text, &offset) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": invalid UTF-8 at byte ", at, " (text must be well-formed UTF-8)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-bool IsValidUtf8(absl::string_view text) { return CheckUtf8(text, "").ok(); }
-
 std::string ToValidUtf8(absl::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

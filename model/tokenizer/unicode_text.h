@@ -1,4 +1,4 @@
-// UTF-8 helpers shared by the tokenizer: validation with the offending byte named, lossy
+// UTF-8 helpers shared by the tokenizer (the validity check itself is base/utf8.h): lossy
 // conversion (one U+FFFD per maximal ill-formed subpart, as Rust's from_utf8_lossy and
 // WHATWG decoders do), splitting into code points, and the Unicode White_Space property.
 #pragma once
@@ -10,12 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "base/utf8.h"
 
 namespace placer::tokenizer {
-
-// INVALID_ARGUMENT "<field>: invalid UTF-8 at byte N" when `text` is not well-formed.
-absl::Status CheckUtf8(absl::string_view text, absl::string_view field);
-bool IsValidUtf8(absl::string_view text);
 
 // Ill-formed sequences become U+FFFD; well-formed text comes back unchanged.
 std::string ToValidUtf8(absl::string_view bytes);

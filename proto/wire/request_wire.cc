@@ -6,6 +6,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include "base/utf8.h"
+
 namespace placer::wire {
 namespace {
 
@@ -15,38 +17,6 @@ using google::protobuf::internal::WireFormatLite;
 
 // Deeper nesting than any placer request has; protobuf's own parser stops at 100.
 constexpr int kMaxDepth = 64;
-
-bool InRange(std::uint8_t byte, std::uint8_t low, std::uint8_t high) {
-  return byte >= low && byte <= high;
-}
-
-// Length of the well-formed sequence at text[at], or 0 (RFC 3629, table 3-7 of Unicode).
-std::size_t SequenceLength(std::string_view text, std::size_t at) {
-  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(text[at + i]); };
-  const std::uint8_t lead = byte(0);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  std::uint8_t second_low = 0x80;
-  std::uint8_t second_high = 0xBF;
-  if (InRange(lead, 0xC2, 0xDF)) {
-    length = 2;
-  } else if (InRange(lead, 0xE0, 0xEF)) {
-    length = 3;
-    if (lead == 0xE0) second_low = 0xA0;   // overlong
-    if (lead == 0xED) second_high = 0x9F;  // surrogates
-  } else if (InRange(lead, 0xF0, 0xF4)) {
-    length = 4;
-    if (lead == 0xF0) second_low = 0x90;   // overlong
-    if (lead == 0xF4) second_high = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (text.size() - at < length || !InRange(byte(1), second_low, second_high)) return 0;
-  for (std::size_t i = 2; i < length; ++i) {
-    if (!InRange(byte(i), 0x80, 0xBF)) return 0;
-  }
-  return length;
-}
 
 std::optional<std::string> Walk(std::string_view wire, const Descriptor& descriptor,
                                 const std::string& prefix, int depth) {
@@ -77,9 +47,9 @@ std::optional<std::string> Walk(std::string_view wire, const Descriptor& descrip
       name += "[" + std::to_string(occurrences[field->number()]++) + "]";
     }
     if (field->type() == FieldDescriptor::TYPE_STRING) {
-      if (const std::optional<std::size_t> at = FirstInvalidUtf8(body)) {
-        return name + ": invalid UTF-8 at byte " + std::to_string(*at) +
-               " (text must be well-formed UTF-8)";
+      const absl::string_view text(body.data(), body.size());
+      if (absl::Status valid = CheckUtf8(text, name); !valid.ok()) {
+        return std::string(valid.message());
       }
     } else if (auto found = Walk(body, *field->message_type(), name + ".", depth + 1)) {
       return found;
@@ -89,16 +59,6 @@ std::optional<std::string> Walk(std::string_view wire, const Descriptor& descrip
 }
 
 }  // namespace
-
-std::optional<std::size_t> FirstInvalidUtf8(std::string_view text) {
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t length = SequenceLength(text, at);
-    if (length == 0) return at;
-    at += length;
-  }
-  return std::nullopt;
-}
 
 std::optional<std::string> FindInvalidUtf8Field(std::string_view wire,
                                                 const Descriptor& descriptor) {

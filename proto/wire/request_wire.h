@@ -16,11 +16,8 @@
 
 namespace placer::wire {
 
-// Offset of the first byte that does not begin a well-formed UTF-8 sequence (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or nullopt when all of `text` is.
-std::optional<std::size_t> FirstInvalidUtf8(std::string_view text);
-
-// The first `string` field, nested messages included, whose bytes in `wire` are not UTF-8, as
+// The first `string` field, nested messages included, whose bytes in `wire` are not UTF-8 (as
+// base/utf8.h checks it), as
 // "params.stop[1]: invalid UTF-8 at byte 17 (text must be well-formed UTF-8)"; nullopt when
 // there is none or the bytes stop being a well-formed message first.
 std::optional<std::string> FindInvalidUtf8Field(std::string_view wire,

@@ -110,7 +110,7 @@ TEST_F(TextGenerate, StreamsUtf8DeltasThatAddUpToTheDecodedIds) {
   EXPECT_EQ(result.finish_reason, "length");
   ASSERT_EQ(result.tokens.size(), 40u);
   EXPECT_EQ(result.deltas.size(), 41u);  // one message a token, then the summary
-  for (const std::string& delta : result.deltas) EXPECT_TRUE(tokenizer::IsValidUtf8(delta));
+  for (const std::string& delta : result.deltas) EXPECT_TRUE(placer::IsValidUtf8(delta));
   EXPECT_EQ(result.text, Tok().Decode(result.tokens, /*skip_special_tokens=*/true));
   EXPECT_FALSE(result.text.empty());
 

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "placer/v1/placer.pb.h"
+#include "base/utf8.h"
 #include "proto/wire/request_wire.h"
 
 namespace placer::fuzz {
@@ -13,7 +14,7 @@ namespace placer::fuzz {
 int FuzzRequestWire(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   // The validator against protobuf's, on the raw input as one text.
-  const bool valid_utf8 = !wire::FirstInvalidUtf8(bytes).has_value();
+  const bool valid_utf8 = !placer::FirstInvalidUtf8(absl::string_view(bytes.data(), bytes.size())).has_value();
   if (valid_utf8 != google::protobuf::internal::IsStructurallyValidUTF8(
                         bytes.data(), static_cast<int>(bytes.size()))) {
     __builtin_trap();

@@ -22,7 +22,7 @@ void Check(bool invariant) {
 // What every loaded tokenizer must do with any text.
 void CheckEncodeDecode(const Tokenizer& t, const std::string& text, bool expect_round_trip) {
   auto ids = t.Encode(text, /*add_special_tokens=*/true);
-  if (!tokenizer::IsValidUtf8(text)) {
+  if (!placer::IsValidUtf8(text)) {
     Check(!ids.ok() && ids.status().code() == absl::StatusCode::kInvalidArgument);
     return;
   }
@@ -33,12 +33,12 @@ void CheckEncodeDecode(const Tokenizer& t, const std::string& text, bool expect_
   }
   for (const std::int32_t id : *ids) Check(id >= 0 && id < t.vocab_size() && t.TokenText(id));
   const std::string decoded = t.Decode(*ids);
-  Check(tokenizer::IsValidUtf8(decoded));
+  Check(placer::IsValidUtf8(decoded));
   tokenizer::StreamDecoder stream(t, /*continues_text=*/false, /*skip_special_tokens=*/false);
   std::string streamed;
   for (const std::int32_t id : *ids) {
     const std::string delta = stream.Add(id);
-    Check(tokenizer::IsValidUtf8(delta));
+    Check(placer::IsValidUtf8(delta));
     streamed += delta;
   }
   streamed += stream.Finish();

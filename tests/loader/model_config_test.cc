@@ -133,28 +133,28 @@ TEST(ModelConfigTest, UnknownArchitectureListsSupportedOnes) {
 
 TEST(ModelConfigTest, WrongTypesNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": "64"})", "\"hidden_size\""},
+      {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": "64"})", "config.json: hidden_size: "},
       {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 1,
            "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 9,
-           "rms_norm_eps": "small"})", "\"rms_norm_eps\""},
+           "rms_norm_eps": "small"})", "config.json: rms_norm_eps: "},
       {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 1,
            "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 9,
-           "tie_word_embeddings": 1})", "\"tie_word_embeddings\""},
+           "tie_word_embeddings": 1})", "config.json: tie_word_embeddings: "},
       {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 1,
            "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 9,
-           "eos_token_id": "2"})", "\"eos_token_id\""},
+           "eos_token_id": "2"})", "config.json: eos_token_id: "},
       {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 1,
            "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 9,
            "rope_scaling": {"rope_type": "llama3", "factor": 8}})", "rope_scaling"},
       {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 1,
            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 3,
-           "vocab_size": 9})", "\"num_key_value_heads\""},
+           "vocab_size": 9})", "config.json: num_key_value_heads: "},
       {R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": -1, "n_head": 4,
-           "vocab_size": 9})", "\"n_layer\""},
+           "vocab_size": 9})", "config.json: n_layer: "},
       {R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 1,
            "num_hidden_layers": 1000000000, "num_attention_heads": 4, "vocab_size": 9})",
-       "\"num_hidden_layers\""},
-      {R"({"architectures": "LlamaForCausalLM"})", "\"architectures\""},
+       "config.json: num_hidden_layers: "},
+      {R"({"architectures": "LlamaForCausalLM"})", "config.json: architectures: "},
   };
   for (const auto& [json, field] : cases) {
     absl::StatusOr<ModelConfig> config = ParseModelConfig(json, "config.json");

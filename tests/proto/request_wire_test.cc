@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "placer/v1/placer.pb.h"
+#include "base/utf8.h"
 #include "proto/wire/request_wire.h"
 #include "tests/fuzz/request_wire_fuzz_entry_point.h"
 
