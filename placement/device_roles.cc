@@ -82,4 +82,11 @@ DeviceRoles AssignDeviceRoles(const std::vector<DeviceBudget>& budgets,
   return roles;
 }
 
+Device BlockExecutionDevice(const Device& weights, bool row_lookup,
+                            const Device& offload_execution) {
+  if (weights.is_gpu()) return weights;
+  if (offload_execution.is_gpu() && !row_lookup) return offload_execution;
+  return Device::Cpu();
+}
+
 }  // namespace placer::placement

@@ -52,4 +52,15 @@ struct DeviceRoles {
 DeviceRoles AssignDeviceRoles(const std::vector<DeviceBudget>& budgets,
                               const ExecutionChoice& choice);
 
+// The one rule for where a block computes, given where its weights live and the plan's
+// execution device for offloaded blocks (Plan::execution_device):
+//   - weights on a GPU: on that GPU;
+//   - offloaded (cpu, disk) while the execution device is a GPU: there, weights staged in;
+//   - offloaded otherwise, and an offloaded row lookup (embedding) always: on the cpu, where
+//     the weights are read (a lookup moves its few rows on, never the table).
+// The planner records it per block (Plan::execution_map); the run time binds each block by
+// the same rule, so the two agree (tests/model/placed_model_test.cc).
+Device BlockExecutionDevice(const Device& weights, bool row_lookup,
+                            const Device& offload_execution);
+
 }  // namespace placer::placement

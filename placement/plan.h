@@ -89,6 +89,9 @@ struct Plan {
   // Hugging Face form, in execution order: the coarsest modules whose
   // tensors all share a device.
   std::vector<std::pair<std::string, Device>> device_map;
+  // Where each block computes (BlockExecutionDevice), in the same form and order: a block on
+  // cpu or disk shows the GPU it is staged onto, or cpu.
+  std::vector<std::pair<std::string, Device>> execution_map;
   std::vector<Device> tensor_devices;  // per ModuleTree tensor
   std::vector<DevicePlan> devices;     // inventory order
   // device-map key -> why it is not on a GPU; only for blocks off the GPUs

@@ -53,6 +53,12 @@ void AccountPlan(const ModuleTree& tree, const PlacementUnits& units,
     }
   }
   plan.device_map = CompactDeviceMap(tree, plan.tensor_devices);
+  std::vector<Device> execution(plan.tensor_devices.size());
+  for (std::size_t t = 0; t < execution.size(); ++t) {
+    execution[t] = BlockExecutionDevice(plan.tensor_devices[t], tree.tensors()[t].row_lookup,
+                                        plan.execution_device);
+  }
+  plan.execution_map = CompactDeviceMap(tree, execution);
 }
 
 }  // namespace placer::placement

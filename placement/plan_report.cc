@@ -51,6 +51,7 @@ std::string OffloadExecutionName(const Plan& plan) {
 nlohmann::ordered_json PlanToJson(const Plan& plan) {
   nlohmann::ordered_json json;
   json["device_map"] = DeviceMapToJson(plan.device_map);
+  json["execution_map"] = DeviceMapToJson(plan.execution_map);
   json["devices"] = nlohmann::ordered_json::array();
   for (const DevicePlan& device : plan.devices) {
     nlohmann::ordered_json entry;

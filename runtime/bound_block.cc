@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/offload_store.h"
+#include "placement/device_roles.h"
 #include "base/status_macros.h"
 
 namespace placer::runtime {
@@ -120,11 +121,9 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
       return absl::InvalidArgumentError(
           absl::StrCat("block ", spec.module, " has none of its tensors in the checkpoint"));
     }
-    // An offloaded embedding is looked up in host memory: a few rows move on, not the table.
-    bound.staged = bound.weights_device.is_offload() && gpu_execution && !spec.row_lookup;
-    bound.execution_device = bound.weights_device.is_gpu() ? bound.weights_device
-                             : bound.staged                ? plan.execution_device
-                                                           : Device::Cpu();
+    bound.execution_device = placement::BlockExecutionDevice(
+        bound.weights_device, spec.row_lookup, plan.execution_device);
+    bound.staged = bound.weights_device.is_offload() && bound.execution_device.is_gpu();
     bound.spec = std::move(spec);
     bound_blocks.push_back(std::move(bound));
   }

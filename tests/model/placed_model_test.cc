@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "placement/device_map.h"
+#include "placement/plan_report.h"
 #include "placement/plan_command.h"
+#include "runtime/block_hook.h"
 
 namespace placer::model {
 namespace {
@@ -74,6 +78,76 @@ TEST(PlacedModel, RunsExactlyWhatThePlanWasSizedFor) {
   auto refused = LoadPlacedModel(*checkpoint, tree_plan);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("module tree"), std::string::npos) << refused.status();
+  fs::remove_all(dir);
+}
+
+// Records where each block computed.
+class ExecutionDevices final : public runtime::BlockHook {
+ public:
+  void Enter(runtime::BlockCall& call) override {
+    seen.emplace_back(call.bound->spec.module, call.bound->execution_device.Name());
+  }
+  std::vector<std::pair<std::string, std::string>> seen;
+};
+
+// The device of `module` in a Hugging Face-form map (longest dotted prefix).
+std::string MapLookup(const placement::DeviceMap& map, const std::string& module) {
+  std::string found = "(uncovered)";
+  std::size_t longest = 0;
+  for (const auto& [key, device] : map) {
+    if ((key.empty() || placement::IsDottedPrefix(key, module)) && key.size() + 1 > longest) {
+      longest = key.size() + 1;
+      found = device.Name();
+    }
+  }
+  return found;
+}
+
+// The plan lists where every block computes, and each block runs exactly there: layers on
+// cpu are staged onto the GPU, the embedding on cpu is looked up there, and with
+// --offload-exec cpu every offloaded block runs on the cpu.
+TEST(PlacedModel, EveryBlockComputesOnThePlansExecutionDevice) {
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("placer-placed-exec-", getpid());
+  fs::remove_all(dir);
+  ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir.string(),
+                                     " --arch llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 "
+                                     "--intermediate 96 --vocab 300 --seed 5 > /dev/null")
+                            .c_str()),
+            0);
+  auto checkpoint = loader::Checkpoint::Open(dir.string());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  const fs::path map_path = dir / "device_map.json";
+  std::ofstream(map_path) << R"({"model.embed_tokens": "cpu", "model.layers.0": 0,
+      "model.layers.1": 0, "model.layers.2": "cpu", "model.layers.3": "cpu", "model.norm": 0,
+      "lm_head": 0})";
+  const std::vector<std::pair<std::string, std::string>> staged_expected = {
+      {"model.embed_tokens", "cpu"},   {"model.layers.0", "cuda:0"}, {"model.layers.1", "cuda:0"},
+      {"model.layers.2", "cuda:0"},    {"model.layers.3", "cuda:0"}, {"model.norm", "cuda:0"},
+      {"lm_head", "cuda:0"}};
+  for (const std::string offload_exec : {"auto", "cpu"}) {
+    placement::PlanCommandArgs args;
+    args.checkpoint_dir = dir.string();
+    args.placement.devices = "cuda:0=64MiB,cpu=1GiB";
+    args.placement.device_map_path = map_path.string();
+    args.placement.offload_exec = offload_exec;
+    args.placement.max_seq_len = 32;
+    args.placement.max_batch_size = 1;
+    auto plan = placement::BuildPlan(args);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const bool staged = offload_exec == "auto";
+    EXPECT_EQ(plan->offload_staged, staged) << placement::PlanToTable(*plan);
+    std::vector<std::pair<std::string, std::string>> expected = staged_expected;
+    if (!staged) expected[3].second = expected[4].second = "cpu";
+
+    auto hook = std::make_shared<ExecutionDevices>();
+    auto model = LoadPlacedModel(*checkpoint, *plan, nullptr, {hook});
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE((*model)->Forward({1, 2, 3}, false).ok());
+    EXPECT_EQ(hook->seen, expected) << offload_exec;
+    for (const auto& [module, device] : expected) {
+      EXPECT_EQ(MapLookup(plan->execution_map, module), device) << offload_exec << " " << module;
+    }
+  }
   fs::remove_all(dir);
 }
 
