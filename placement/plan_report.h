@@ -1,5 +1,5 @@
 // A plan as `placer plan` and placerd's start-up log show it: JSON
-//   {"device_map": {...}, "devices": [{"name", "weights_bytes",
+//   {"device_map": {...}, "execution_map": {...}, "devices": [{"name", "weights_bytes",
 //    "reserved_bytes", "budget_bytes", ...}], "reasons": {...},
 //    "offload_execution": {"mode", "device", "staging_slots", "prefetch", "blocks", "reason"}}
 // with devices in device_map written as Hugging Face writes them, or a
