@@ -1,5 +1,7 @@
 #include "base/json_fields.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -22,6 +24,26 @@ absl::StatusOr<const json*> Required(const json& object, JsonWhere where,
     return JsonError({where.file, path}, "missing");
   }
   return value;
+}
+
+absl::StatusOr<bool> AsBool(const json& value, JsonWhere where) {
+  if (!value.is_boolean()) return WrongType(where, "true or false", value);
+  return value.get<bool>();
+}
+
+absl::StatusOr<double> AsNumber(const json& value, JsonWhere where) {
+  if (!value.is_number()) return WrongType(where, "a number", value);
+  return value.get<double>();
+}
+
+// The field converted by `convert`, which sees it with its own path; the fallback when absent.
+template <typename T, typename Convert>
+absl::StatusOr<T> ReadField(const json& object, JsonWhere where, absl::string_view key,
+                            std::optional<T> fallback, Convert convert) {
+  PLACER_ASSIGN_OR_RETURN(const json* value, Required(object, where, key, fallback));
+  if (value == nullptr) return *std::move(fallback);
+  const std::string path = JoinJsonPath(where.path, key);
+  return convert(*value, JsonWhere{where.file, path});
 }
 
 }  // namespace
@@ -64,37 +86,23 @@ absl::StatusOr<std::int64_t> JsonAsInt(const json& value, JsonWhere where) {
 absl::StatusOr<std::string> ReadStringField(const json& object, JsonWhere where,
                                             absl::string_view key,
                                             std::optional<std::string> fallback) {
-  PLACER_ASSIGN_OR_RETURN(const json* value, Required(object, where, key, fallback));
-  if (value == nullptr) return *fallback;
-  const std::string path = JoinJsonPath(where.path, key);
-  return JsonAsString(*value, {where.file, path});
+  return ReadField(object, where, key, std::move(fallback), JsonAsString);
 }
 
 absl::StatusOr<bool> ReadBoolField(const json& object, JsonWhere where, absl::string_view key,
                                    std::optional<bool> fallback) {
-  PLACER_ASSIGN_OR_RETURN(const json* value, Required(object, where, key, fallback));
-  if (value == nullptr) return *fallback;
-  const std::string path = JoinJsonPath(where.path, key);
-  if (!value->is_boolean()) return WrongType({where.file, path}, "true or false", *value);
-  return value->get<bool>();
+  return ReadField(object, where, key, fallback, AsBool);
 }
 
 absl::StatusOr<std::int64_t> ReadIntField(const json& object, JsonWhere where,
                                           absl::string_view key,
                                           std::optional<std::int64_t> fallback) {
-  PLACER_ASSIGN_OR_RETURN(const json* value, Required(object, where, key, fallback));
-  if (value == nullptr) return *fallback;
-  const std::string path = JoinJsonPath(where.path, key);
-  return JsonAsInt(*value, {where.file, path});
+  return ReadField(object, where, key, fallback, JsonAsInt);
 }
 
 absl::StatusOr<double> ReadNumberField(const json& object, JsonWhere where,
                                        absl::string_view key, std::optional<double> fallback) {
-  PLACER_ASSIGN_OR_RETURN(const json* value, Required(object, where, key, fallback));
-  if (value == nullptr) return *fallback;
-  const std::string path = JoinJsonPath(where.path, key);
-  if (!value->is_number()) return WrongType({where.file, path}, "a number", *value);
-  return value->get<double>();
+  return ReadField(object, where, key, fallback, AsNumber);
 }
 
 absl::StatusOr<std::optional<std::int64_t>> ReadOptionalIntField(const json& object,
