@@ -18,6 +18,7 @@
 #include "bench/bench_common.h"
 #include "bench/bench_layouts.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/quantized_products.h"
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
@@ -243,12 +244,22 @@ int main(int argc, char** argv) {
   products->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   bool force_avx2 = false;
   products->add_flag("--avx2", force_avx2, "measure the AVX2 kernels even on an AVX-512 CPU");
+  CLI::App* quantized = app.add_subcommand(
+      "quantized-products",
+      "few-row products over packed int8/int4 weights: placer's kernels per ISA vs dequantize + "
+      "GEMM vs BF16");
+  quantized->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  quantized->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     placer::model::SetComputeThreads(args.threads);
+    if (*quantized) {
+      PrintJson(MeasureQuantizedProducts(runs));
+      return 0;
+    }
     PrintJson(*products ? MeasureSmallBatchProducts(runs, force_avx2)
                         : MeasureMemoryBandwidth(mib << 20, runs));
     return 0;

@@ -158,4 +158,28 @@ at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype
   return direct == dtype ? result : result.to(dtype);
 }
 
+at::Tensor DequantizeLinearWeightOnDevice(const at::Tensor& packed, at::ScalarType dtype) {
+  const std::optional<PackedLayout> found = PackedLayoutOf(packed);
+  TORCH_CHECK(found.has_value(), "DequantizeLinearWeightOnDevice: not a packed weight");
+  const PackedLayout& layout = *found;
+  const at::Tensor bytes = packed.view(at::kByte);
+  // [out, groups, 2] float32 scale and offset, from the blocks' first 8 bytes.
+  const at::Tensor header =
+      bytes.narrow(2, 0, kPackedBlockHeaderBytes).contiguous().view(at::kFloat);
+  const at::Tensor payload = bytes.narrow(2, kPackedBlockHeaderBytes, layout.block_bytes() -
+                                                                         kPackedBlockHeaderBytes);
+  at::Tensor codes;
+  if (layout.bits == 8) {
+    codes = payload.contiguous().view(at::kChar).to(at::kFloat);
+  } else {
+    // Each 16 bytes: inputs 0-15 in the low nibbles, 16-31 in the high ones.
+    const at::Tensor runs = payload.contiguous().view({layout.out, layout.groups(), -1, 16}).to(at::kInt);
+    codes = at::cat({runs.bitwise_and(0xF), runs.bitwise_right_shift(4)}, -1)
+                .view({layout.out, layout.groups(), layout.group_size})
+                .to(at::kFloat);
+  }
+  const at::Tensor w = codes * header.narrow(2, 0, 1) + header.narrow(2, 1, 1);
+  return w.view({layout.out, layout.in}).to(dtype);
+}
+
 }  // namespace placer::loader

@@ -37,4 +37,9 @@ at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
 at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype,
                                   at::Tensor* out = nullptr);
 
+// The same weights with tensor operations only, on whatever device `packed` is (a real GPU
+// has no packed kernels yet): q · s + m in float32 (rounded twice where the CPU path fuses),
+// then `dtype`.
+at::Tensor DequantizeLinearWeightOnDevice(const at::Tensor& packed, at::ScalarType dtype);
+
 }  // namespace placer::loader

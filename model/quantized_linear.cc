@@ -124,6 +124,11 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
   if (rows >= 1 && rows <= QuantizedLinearMaxRows(isa) && QuantizedLinearApplies(x, weight, bias)) {
     return QuantizedLinearKernel(x, weight, bias, isa);
   }
+  if (!weight.device().is_cpu()) {
+    // No packed kernels on GPUs yet: this weight dequantized there for this product.
+    const at::Tensor dense = loader::DequantizeLinearWeightOnDevice(weight, x.scalar_type());
+    return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
+  }
   // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
   // seen): a prompt chunk never holds a dequantized layer, let alone the model.
   thread_local at::Tensor scratch;

@@ -76,6 +76,19 @@ TEST(QuantizedWeight, NibblesAndHeadersSitWhereTheLayoutSays) {
   EXPECT_EQ(w[0][32 + 7].item<float>(), 7 * 2.0f + 3.0f);
 }
 
+TEST(QuantizedWeight, TensorOperationsGiveTheSameWeightsOnAnyDevice) {
+  for (const PackedLayout layout : {PackedLayout{8, 5, 96, 96}, PackedLayout{8, 3, 64, 16},
+                                    PackedLayout{4, 6, 256, 32}, PackedLayout{4, 2, 256, 128}}) {
+    const at::Tensor packed = *QuantizeLinearWeight(Weight(layout.out, layout.in, 4), layout, "w");
+    const at::Tensor fused = DequantizeLinearWeight(packed, at::kFloat);
+    const at::Tensor ops = DequantizeLinearWeightOnDevice(packed, at::kFloat);
+    ASSERT_EQ(ops.sizes(), fused.sizes());
+    // q * s + m rounds twice where fma rounds once: within an ulp of q * s (weights ~0.1 here,
+    // so 1e-8 where they cancel to near zero).
+    EXPECT_TRUE(at::allclose(ops, fused, 1e-6, 1e-8)) << (ops - fused).abs().max().item<float>();
+  }
+}
+
 TEST(QuantizedWeight, AllZeroGroupsGiveZeros) {
   const PackedLayout layout{4, 2, 64, 32};
   const at::Tensor packed = *QuantizeLinearWeight(at::zeros({2, 64}), layout, "w");
