@@ -57,10 +57,13 @@ const char* QuantIsaName(QuantIsa isa) {
 }
 
 int64_t QuantizedLinearMaxRows(QuantIsa isa) {
-  // Decoding a block costs about as much as its products with 2-4 rows, so the kernels keep
-  // their advantage over dequantize + GEMM for a decode step's rows; prompt chunks take the
-  // GEMM. (Not yet measured per ISA: the continuous-batching steps stay within 8.)
-  return isa == QuantIsa::kNone ? 0 : 8;
+  // `placer-bench-model quantized-products --threads 2` (small preset's layers, BF16 rows, ms
+  // per pass, on a shared 2-core AVX-512 machine, noisy): the kernels beat dequantize + GEMM at
+  // every count measured, 1 to 32 rows, by 3-5x (int4 g32 at 32 rows: 34 AVX-512 / 63 AVX2 vs
+  // 219; int8: 38 / 65 vs 129), the dequantization itself being most of the GEMM path's time.
+  // Beyond 32 (prompt chunks) the GEMM path's cost stays nearly flat while the kernels' grows
+  // with the rows. bench/analysis.md is to get the full curve.
+  return isa == QuantIsa::kNone ? 0 : 32;
 }
 
 bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

@@ -118,9 +118,11 @@ TEST_P(QuantizeAtLoad, LogitsEqualTheDequantizedReference) {
   auto unquantized = Load(checkpoint_, RuntimePlan::AllOnCpu(), false);
   auto quantized = Load(checkpoint_, RuntimePlan::AllOnCpu(), true);
   ASSERT_TRUE(reference && unquantized && quantized);
-  // Prompt chunks (dequantize + GEMM) and single rows (the packed kernels).
-  for (size_t length : {prompt_.size(), size_t{1}}) {
-    const std::vector<int32_t> prompt(prompt_.begin(), prompt_.begin() + length);
+  // A prompt chunk beyond the kernels' rows (dequantize + GEMM), one within them, one row.
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt.push_back((i * 37 + 5) % 300);
+  for (size_t length : {long_prompt.size(), size_t{12}, size_t{1}}) {
+    const std::vector<int32_t> prompt(long_prompt.begin(), long_prompt.begin() + length);
     auto want = reference->Forward(prompt, /*all_positions=*/true);
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     auto original = unquantized->Forward(prompt, true);
