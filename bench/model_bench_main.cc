@@ -33,6 +33,8 @@ struct ModelArgs {
   int threads = 2;
   bool no_prefetch = false;
   std::string offload_dir;
+  std::string quantize = "none";  // --quantize, as placerd's
+  int64_t quantize_group_size = 0;
 };
 
 struct LoadedModel {
@@ -50,6 +52,8 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   const loader::ModelConfig& config = checkpoint->config();
   PLACER_ASSIGN_OR_RETURN(auto plan,
                           LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir));
+  PLACER_ASSIGN_OR_RETURN(plan.quantize,
+                          loader::ParseQuantizeOptions(args.quantize, args.quantize_group_size));
   LoadedModel loaded;
   loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
       std::vector<std::string>{"cuda:0", "cpu", "disk"});
@@ -98,7 +102,16 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
           {"blas", model::BlasLibraryInUse()},
           {"load_seconds", loaded.load_seconds},
           {"weight_bytes", loaded.weight_bytes},
-          {"decode_read_bytes_per_token", loaded.decode_read_bytes}};
+          {"decode_read_bytes_per_token", loaded.decode_read_bytes},
+          {"quantize", args.quantize},
+          // What the weights take where they were bound (packed under --quantize).
+          {"bound_weight_bytes", [&] {
+             uint64_t bytes = 0;
+             for (const char* device : {"cuda:0", "cpu", "disk"}) {
+               bytes += loaded.accounting->Used(device, runtime::MemoryKind::kWeights);
+             }
+             return bytes;
+           }()}};
 }
 
 // Greedy decode: prefill the prompt, then one Extend per new token, each timed.
@@ -225,6 +238,8 @@ int main(int argc, char** argv) {
   add_model(decode);
   decode->add_option("--layout", args.layout, "cpu, gpu, half-cpu, half-disk, all-cpu, all-disk");
   decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
+  decode->add_option("--quantize", args.quantize, "none, int8 or int4, as placerd's");
+  decode->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
   decode->add_option("--offload-dir", args.offload_dir, "for disk tensors needing conversion");
   decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
   decode->add_option("--new-tokens", new_tokens)->check(CLI::Range(2, 100000));

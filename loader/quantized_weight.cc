@@ -154,17 +154,23 @@ void DequantizeRowsPlain(const PackedLayout& layout, const uint8_t* base, T* w, 
 }
 
 template <typename T>
-void DequantizeRows(const PackedLayout& layout, const uint8_t* base, T* w) {
+void DequantizeRowRange(const PackedLayout& layout, const uint8_t* base, T* w, int64_t n0,
+                        int64_t n1) {
   static const bool fma = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
+  if (fma) {
+    DequantizeRowsFma(layout, base, w, n0, n1);
+  } else {
+    DequantizeRowsPlain(layout, base, w, n0, n1);
+  }
+}
+
+template <typename T>
+void DequantizeRows(const PackedLayout& layout, const uint8_t* base, T* w) {
   at::parallel_for(0, layout.out, 16, [&](int64_t n0, int64_t n1) {
-    if (fma) {
-      DequantizeRowsFma(layout, base, w, n0, n1);
-    } else {
-      DequantizeRowsPlain(layout, base, w, n0, n1);
-    }
+    DequantizeRowRange(layout, base, w, n0, n1);
   });
 }
 
@@ -192,6 +198,20 @@ at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype
     DequantizeRows(layout, base, result.data_ptr<float>());
   }
   return direct == dtype ? result : result.to(dtype);
+}
+
+void DequantizeLinearWeightRows(const at::Tensor& packed, at::Tensor& out, int64_t n0, int64_t n1) {
+  const std::optional<PackedLayout> layout = PackedLayoutOf(packed);
+  TORCH_CHECK(layout.has_value() && packed.device().is_cpu() && out.is_contiguous() &&
+                  out.dim() == 2 && out.size(0) == layout->out && out.size(1) == layout->in &&
+                  0 <= n0 && n0 <= n1 && n1 <= layout->out,
+              "DequantizeLinearWeightRows: bad operands");
+  const uint8_t* base = static_cast<const uint8_t*>(packed.data_ptr());
+  if (out.scalar_type() == at::kBFloat16) {
+    DequantizeRowRange(*layout, base, out.data_ptr<at::BFloat16>(), n0, n1);
+  } else {
+    DequantizeRowRange(*layout, base, out.data_ptr<float>(), n0, n1);
+  }
 }
 
 at::Tensor DequantizeLinearWeightOnDevice(const at::Tensor& packed, at::ScalarType dtype) {

@@ -37,6 +37,10 @@ at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
 at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype,
                                   at::Tensor* out = nullptr);
 
+// Output rows [n0, n1) of that dequantization into `out` (float32 or BF16 [out, in], already
+// sized), on the calling thread: for callers that bring their own threads.
+void DequantizeLinearWeightRows(const at::Tensor& packed, at::Tensor& out, int64_t n0, int64_t n1);
+
 // The same weights with tensor operations only, on whatever device `packed` is (a real GPU
 // has no packed kernels yet): q · s + m in float32 (rounded twice where the CPU path fuses),
 // then `dtype`.

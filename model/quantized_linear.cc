@@ -7,6 +7,7 @@
 #include "loader/quantized_weight.h"
 #include "model/quantized_kernels.h"
 #include "model/spinning_workers.h"
+#include "model/tensor_ops.h"
 
 namespace placer::model {
 namespace {
@@ -58,12 +59,13 @@ const char* QuantIsaName(QuantIsa isa) {
 
 int64_t QuantizedLinearMaxRows(QuantIsa isa) {
   // `placer-bench-model quantized-products --threads 2` (small preset's layers, BF16 rows, ms
-  // per pass, on a shared 2-core AVX-512 machine, noisy): the kernels beat dequantize + GEMM at
-  // every count measured, 1 to 32 rows, by 3-5x (int4 g32 at 32 rows: 34 AVX-512 / 63 AVX2 vs
-  // 219; int8: 38 / 65 vs 129), the dequantization itself being most of the GEMM path's time.
-  // Beyond 32 (prompt chunks) the GEMM path's cost stays nearly flat while the kernels' grows
-  // with the rows. bench/analysis.md is to get the full curve.
-  return isa == QuantIsa::kNone ? 0 : 32;
+  // per pass, shared 2-core AVX-512 machine, noisy): the kernels beat dequantize + GEMM at every
+  // count measured, 1 to 32 rows, by 3-5x (int4 g32 at 32 rows: 34 AVX-512 / 63 AVX2 vs 219;
+  // int8: 38 / 65 vs 129). `placer-bench-model decode` of the small preset (F32, 2 threads):
+  // a 64-token prefill takes 125 ms in int4 through the kernels vs 327 ms dequantized, a
+  // 128-token one 216 ms (F32 unquantized: 209). Beyond 128 rows the kernels' cost keeps
+  // growing with the rows while dequantizing one weight costs the same for any chunk.
+  return isa == QuantIsa::kNone ? 0 : 128;
 }
 
 bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -133,11 +135,29 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
     return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
   }
   // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
-  // seen): a prompt chunk never holds a dequantized layer, let alone the model.
-  thread_local at::Tensor scratch;
-  const at::Tensor dense = loader::DequantizeLinearWeight(weight, x.scalar_type(), &scratch);
-  const at::Tensor b = bias.defined() ? bias.to(x.scalar_type()) : at::Tensor();
-  return b.defined() ? at::linear(x, dense, b) : at::linear(x, dense);
+  // seen): a prompt chunk never holds a dequantized layer, let alone the model. Dequantized on
+  // the kernels' helper threads (ATen's pool would compete with them for the cores).
+  thread_local at::Tensor thread_scratch;
+  // A plain reference: inside the lambda, running on the helpers, the name thread_scratch would
+  // mean each helper's own (empty) buffer.
+  at::Tensor& scratch = thread_scratch;
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  const at::ScalarType type = x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
+  if (!scratch.defined() || scratch.scalar_type() != type) {
+    scratch = at::empty({layout.out, layout.in}, at::TensorOptions().dtype(type));
+  } else {
+    scratch.resize_({layout.out, layout.in});
+  }
+  const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    loader::DequantizeLinearWeightRows(weight, scratch, begin * kOutputsPerTask,
+                                       std::min(layout.out, end * kOutputsPerTask));
+  };
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  const at::Tensor dense = type == x.scalar_type() ? scratch : scratch.to(x.scalar_type());
+  // The unquantized model's own product for these rows (SmallBatchLinear up to 256 F32 rows
+  // when the BLAS lacks AVX-512 sgemm, else BLAS / oneDNN).
+  return Linear(x, dense, bias.defined() ? bias.to(x.scalar_type()) : at::Tensor());
 }
 
 }  // namespace placer::model

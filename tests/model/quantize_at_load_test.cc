@@ -120,7 +120,7 @@ TEST_P(QuantizeAtLoad, LogitsEqualTheDequantizedReference) {
   ASSERT_TRUE(reference && unquantized && quantized);
   // A prompt chunk beyond the kernels' rows (dequantize + GEMM), one within them, one row.
   std::vector<int32_t> long_prompt;
-  for (int i = 0; i < 40; ++i) long_prompt.push_back((i * 37 + 5) % 300);
+  for (int i = 0; i < 150; ++i) long_prompt.push_back((i * 37 + 5) % 300);
   for (size_t length : {long_prompt.size(), size_t{12}, size_t{1}}) {
     const std::vector<int32_t> prompt(long_prompt.begin(), long_prompt.begin() + length);
     auto want = reference->Forward(prompt, /*all_positions=*/true);

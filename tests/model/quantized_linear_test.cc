@@ -106,15 +106,26 @@ TEST(QuantizedLinear, ARowIsTheSameAloneAndInAnyBatch) {
 }
 
 TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
+  // F32 and BF16 rows both (BF16 dequantizes into a BF16 buffer).
   for (int bits : {8, 4}) {
     const at::Tensor packed = Pack(bits, 70, 128, 32, 3);
-    const at::Tensor x = Random({3, 20, 128}, 4);  // 60 rows: beyond the kernels
+    const at::Tensor x = Random({3, 50, 128}, 4);  // 150 rows: beyond the kernels
+    ASSERT_GT(150, QuantizedLinearMaxRows(DetectQuantIsa()));
     const at::Tensor y = QuantizedLinear(x, packed, at::Tensor());
-    ASSERT_EQ(y.sizes(), (at::IntArrayRef{3, 20, 70}));
-    ExpectMatchesFloat64(y.reshape({60, 70}), x.reshape({60, 128}), packed, at::Tensor(), 1e-5);
+    ASSERT_EQ(y.sizes(), (at::IntArrayRef{3, 50, 70}));
+    ExpectMatchesFloat64(y.reshape({150, 70}), x.reshape({150, 128}), packed, at::Tensor(), 1e-5);
+    // BF16 rows: the weight dequantized into a BF16 buffer (one rounding per weight), BF16 GEMM.
+    const at::Tensor x16 = x.reshape({150, 128}).to(at::kBFloat16);
+    const at::Tensor y16 = QuantizedLinear(x16, packed, at::Tensor());
+    ASSERT_EQ(y16.scalar_type(), at::kBFloat16);
+    const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+    const at::Tensor reference = at::matmul(x16.to(at::kDouble), w64.t());
+    const at::Tensor magnitude = at::matmul(x16.to(at::kDouble).abs(), w64.abs().t());
+    EXPECT_TRUE(at::all((y16.to(at::kDouble) - reference).abs() <= magnitude * std::ldexp(1.0, -7))
+                    .item<bool>());
     // A smaller weight afterwards reuses the thread's buffer and is still right.
     const at::Tensor small = Pack(bits, 9, 64, 32, 5);
-    const at::Tensor xs = Random({40, 64}, 6);
+    const at::Tensor xs = Random({140, 64}, 6);
     ExpectMatchesFloat64(QuantizedLinear(xs, small, at::Tensor()), xs, small, at::Tensor(), 1e-5);
   }
 }
