@@ -31,6 +31,8 @@ struct Case {
   std::string name, writer_args, quantize;
   int64_t group_size;
 };
+// Test names and failure messages show the case's name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class QuantizeAtLoad : public ::testing::TestWithParam<Case> {
  protected:
