@@ -18,6 +18,7 @@
 #include "bench/bench_common.h"
 #include "bench/bench_layouts.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/quantized_products.h"
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
@@ -32,6 +33,8 @@ struct ModelArgs {
   int threads = 2;
   bool no_prefetch = false;
   std::string offload_dir;
+  std::string quantize = "none";  // --quantize, as placerd's
+  int64_t quantize_group_size = 0;
 };
 
 struct LoadedModel {
@@ -49,6 +52,8 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   const loader::ModelConfig& config = checkpoint->config();
   PLACER_ASSIGN_OR_RETURN(auto plan,
                           LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir));
+  PLACER_ASSIGN_OR_RETURN(plan.quantize,
+                          loader::ParseQuantizeOptions(args.quantize, args.quantize_group_size));
   LoadedModel loaded;
   loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
       std::vector<std::string>{"cuda:0", "cpu", "disk"});
@@ -97,7 +102,16 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
           {"blas", model::BlasLibraryInUse()},
           {"load_seconds", loaded.load_seconds},
           {"weight_bytes", loaded.weight_bytes},
-          {"decode_read_bytes_per_token", loaded.decode_read_bytes}};
+          {"decode_read_bytes_per_token", loaded.decode_read_bytes},
+          {"quantize", args.quantize},
+          // What the weights take where they were bound (packed under --quantize).
+          {"bound_weight_bytes", [&] {
+             uint64_t bytes = 0;
+             for (const char* device : {"cuda:0", "cpu", "disk"}) {
+               bytes += loaded.accounting->Used(device, runtime::MemoryKind::kWeights);
+             }
+             return bytes;
+           }()}};
 }
 
 // Greedy decode: prefill the prompt, then one Extend per new token, each timed.
@@ -224,6 +238,8 @@ int main(int argc, char** argv) {
   add_model(decode);
   decode->add_option("--layout", args.layout, "cpu, gpu, half-cpu, half-disk, all-cpu, all-disk");
   decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
+  decode->add_option("--quantize", args.quantize, "none, int8 or int4, as placerd's");
+  decode->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
   decode->add_option("--offload-dir", args.offload_dir, "for disk tensors needing conversion");
   decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
   decode->add_option("--new-tokens", new_tokens)->check(CLI::Range(2, 100000));
@@ -243,12 +259,22 @@ int main(int argc, char** argv) {
   products->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   bool force_avx2 = false;
   products->add_flag("--avx2", force_avx2, "measure the AVX2 kernels even on an AVX-512 CPU");
+  CLI::App* quantized = app.add_subcommand(
+      "quantized-products",
+      "few-row products over packed int8/int4 weights: placer's kernels per ISA vs dequantize + "
+      "GEMM vs BF16");
+  quantized->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  quantized->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     placer::model::SetComputeThreads(args.threads);
+    if (*quantized) {
+      PrintJson(MeasureQuantizedProducts(runs));
+      return 0;
+    }
     PrintJson(*products ? MeasureSmallBatchProducts(runs, force_avx2)
                         : MeasureMemoryBandwidth(mib << 20, runs));
     return 0;

@@ -34,7 +34,7 @@ nlohmann::json SourcesJson(const Checkpoint& checkpoint) {
 
 absl::StatusOr<std::shared_ptr<OffloadStore>> OffloadStore::Open(
     std::shared_ptr<const Checkpoint> checkpoint, const std::string& dir,
-    const std::vector<std::string>& names, at::ScalarType dtype) {
+    const std::vector<std::string>& names, at::ScalarType dtype, const PackedOffload& packed) {
   PLACER_ASSIGN_OR_RETURN(DType wanted, FromScalarType(dtype));
   std::shared_ptr<OffloadStore> store(new OffloadStore());
   store->checkpoint_ = std::move(checkpoint);
@@ -48,6 +48,17 @@ absl::StatusOr<std::shared_ptr<OffloadStore>> OffloadStore::Open(
     }
     (info->dtype == wanted ? store->direct_ : store->converted_).insert(name);
   }
+  for (const PackedOffload::Tensor& tensor : packed.tensors) {
+    if (store->checkpoint_->Find(tensor.name) == nullptr) {
+      return absl::NotFoundError(absl::StrCat(store->checkpoint_->dir(), ": no tensor \"",
+                                              tensor.name, "\" to offload packed"));
+    }
+    store->direct_.erase(tensor.name);
+    store->converted_.insert(tensor.name);
+    store->packed_[tensor.name] = tensor;
+  }
+  store->packed_scheme_ = packed.scheme;
+  store->pack_ = packed.pack;
   if (store->converted_.empty()) return store;
 
   std::error_code error;
@@ -81,6 +92,7 @@ std::string OffloadStore::CheckReusable(const std::string& manifest_path,
     if (manifest.value("dtype", "") != std::string(DTypeName(*FromScalarType(dtype_)))) {
       return "manifest dtype differs";
     }
+    if (manifest.value("quantize", "") != packed_scheme_) return "manifest quantization differs";
     if (manifest.at("sources") != SourcesJson(*checkpoint_)) {
       return "source checkpoint changed since the store was written";
     }
@@ -103,8 +115,11 @@ std::string OffloadStore::CheckReusable(const std::string& manifest_path,
   const DType wanted = *FromScalarType(dtype_);
   for (const std::string& name : converted_) {
     const auto it = header->tensors.find(name);
-    if (it == header->tensors.end() || it->second.dtype != wanted ||
-        it->second.shape != checkpoint_->Find(name)->shape) {
+    const auto packed = packed_.find(name);
+    const bool is_packed = packed != packed_.end();
+    if (it == header->tensors.end() ||
+        it->second.dtype != (is_packed ? packed->second.dtype : wanted) ||
+        it->second.shape != (is_packed ? packed->second.shape : checkpoint_->Find(name)->shape)) {
       return absl::StrCat("store lacks tensor \"", name, "\" as needed");
     }
   }
@@ -119,6 +134,20 @@ absl::Status OffloadStore::Build(const std::string& manifest_path,
   SafetensorsWriter writer({{"format", "pt"}, {"placer", "offload store"}});
   for (const std::string& name : converted_) {
     const TensorInfo* info = checkpoint_->Find(name);
+    if (const auto packed = packed_.find(name); packed != packed_.end()) {
+      const auto pack = pack_;
+      PLACER_RETURN_IF_ERROR(writer.Add(
+          name, packed->second.dtype, packed->second.shape,
+          [pack, name](std::uint8_t* destination, std::size_t nbytes) {
+            PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, pack(name));
+            if (static_cast<std::size_t>(tensor.nbytes()) != nbytes || !tensor.is_contiguous()) {
+              return absl::InternalError(absl::StrCat("packed offload of \"", name, "\": size mismatch"));
+            }
+            std::memcpy(destination, tensor.data_ptr(), nbytes);
+            return absl::OkStatus();
+          }));
+      continue;
+    }
     std::shared_ptr<const Checkpoint> checkpoint = checkpoint_;
     const at::ScalarType dtype = dtype_;
     absl::Status added = writer.Add(
@@ -142,6 +171,7 @@ absl::Status OffloadStore::Build(const std::string& manifest_path,
       {"checkpoint_dir", checkpoint_->dir()},
       {"sources", SourcesJson(*checkpoint_)},
       {"tensors", converted_},
+      {"quantize", packed_scheme_},
       {"store_size", header.file_size},
       {"store_header_fnv1a64", header.header_fnv1a64}};
   return WriteFileAtomically(manifest_path, manifest.dump(2) + "\n");
@@ -152,6 +182,10 @@ absl::StatusOr<at::Tensor> OffloadStore::Read(absl::string_view name) const {
   if (direct_.count(key) != 0) return checkpoint_->ReadTensor(name, dtype_, at::kCPU);
   if (converted_.count(key) == 0) {
     return absl::NotFoundError(absl::StrCat(dir_, ": tensor \"", name, "\" is not offloaded"));
+  }
+  if (const auto packed = packed_.find(key); packed != packed_.end()) {
+    PLACER_ASSIGN_OR_RETURN(at::ScalarType type, ToScalarType(packed->second.dtype));
+    return store_file_->Read(name, type, at::kCPU);
   }
   return store_file_->Read(name, dtype_, at::kCPU);
 }

@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/gpt2.h"
+#include "loader/quantized_weight.h"
 #include "model/forward_runner.h"
+#include "model/quantized_linear.h"
 #include "model/small_batch_linear.h"
 #include "model/tensor_ops.h"
 #include "base/status_macros.h"
@@ -17,6 +19,8 @@ using namespace loader;  // NOLINT: the slot names kGpt2*
 // Conv1D stores [in, out]: y = x @ W + b. A decode step's few rows go through our kernel
 // (as fast as sgemm there, and batch-invariant), more through BLAS.
 at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  // Quantized, the weight was packed transposed ([out, in]): a plain linear map.
+  if (loader::IsPackedWeight(weight)) return QuantizedLinear(x, weight, bias);
   const VectorIsa isa = DetectVectorIsa();
   if (x.size(0) <= SmallBatchLinearMaxRows(isa, WeightLayout::kInOut) &&
       SmallBatchLinearApplies(x, weight, bias, WeightLayout::kInOut)) {

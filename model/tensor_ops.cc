@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "loader/quantized_weight.h"
+#include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
@@ -29,6 +31,8 @@ constexpr int64_t kCacheResidentWeightBytes = int64_t{16} << 20;
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;
+  // Packed weights (--quantize, quantized checkpoints) are read in their packed bytes.
+  if (loader::IsPackedWeight(weight)) return QuantizedLinear(x, weight, bias);
   // BF16 weights (a BF16 checkpoint served as it is): a decode step's few rows read each
   // weight once; prompt chunks go to ATen's BF16 GEMM below.
   const Bf16Isa bf16 = DetectBf16Isa();

@@ -9,7 +9,8 @@ namespace placer::model {
 // Llama's RMSNorm: computed in float32, then scaled by the weight.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// x @ weight^T (+ bias): weight stored [out, in] as nn.Linear stores it.
+// x @ weight^T (+ bias): weight stored [out, in] as nn.Linear stores it, or packed
+// (loader/quantized_weight.h: model/quantized_linear.h multiplies it).
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 
 // Scaled dot-product attention over [heads, T, d] queries and [kv_heads, S, d] keys/values,

@@ -36,7 +36,7 @@ loader::DType CheckpointDType(const loader::ModelConfig& config,
 
 absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     const loader::ModelConfig& config, const std::vector<TensorSpec>& checkpoint_tensors,
-    std::uint64_t kv_bytes_per_layer) {
+    std::uint64_t kv_bytes_per_layer, const loader::QuantizeOptions& quantize) {
   const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
   const loader::DType default_dtype = CheckpointDType(config, checkpoint_tensors);
   std::map<std::string, const loader::TensorDescription*> slots;
@@ -63,7 +63,7 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
   for (const loader::BlockDescription& block : architecture.blocks) {
     for (const loader::TensorDescription& slot : block.tensors) {
       if (!slot.present) continue;
-      TensorSpec tensor{slot.name, slot.shape, default_dtype, false, block.row_lookup};
+      TensorSpec tensor{slot.name, slot.shape, default_dtype, false, block.row_lookup, std::nullopt};
       const auto stored = by_name.find(slot.name);
       const auto read = by_name.find(slot.source());
       if (stored != by_name.end()) {
@@ -75,6 +75,17 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
             loader::ArchitectureName(config.architecture), " needs"));
       } else if (read != by_name.end()) {
         tensor.dtype = read->second->dtype;
+      }
+      if (quantize.enabled() && slot.linear != loader::LinearWeight::kNone) {
+        if (tensor.shape.size() != 2) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--quantize: tensor '", slot.name, "' is not a 2-D weight"));
+        }
+        const bool in_out = slot.linear == loader::LinearWeight::kInOut;
+        absl::StatusOr<loader::PackedLayout> layout = loader::PackedLayoutFor(
+            quantize, tensor.shape[in_out ? 1 : 0], tensor.shape[in_out ? 0 : 1], slot.name);
+        if (!layout.ok()) return layout.status();
+        tensor.packed_bytes = layout->bytes();
       }
       if (!slot.tied_to.empty()) {
         // An offloaded tied lm_head is staged with its group, never looked up.

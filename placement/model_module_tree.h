@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "loader/dtype.h"
 #include "loader/model_config.h"
+#include "loader/quantized_layout.h"
 #include "placement/module_tree.h"
 
 namespace placer::placement {
@@ -29,9 +30,11 @@ loader::DType CheckpointDType(const loader::ModelConfig& config,
 // architecture has" (loader::ExpectedTensors) in CheckpointDType. Tensors
 // come out in execution (state_dict) order; known non-parameter buffers are
 // dropped; a tensor the architecture needs but the checkpoint lacks is an
-// error naming it. Each decoder layer gets `kv_bytes_per_layer`.
+// error naming it. Each decoder layer gets `kv_bytes_per_layer`. Under `quantize` the
+// decoder layers' linear weights are sized by their packed bytes (a shape the scheme cannot
+// pack is an error naming the tensor); every other tensor keeps its dtype.
 absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     const loader::ModelConfig& config, const std::vector<TensorSpec>& checkpoint_tensors,
-    std::uint64_t kv_bytes_per_layer);
+    std::uint64_t kv_bytes_per_layer, const loader::QuantizeOptions& quantize = {});
 
 }  // namespace placer::placement

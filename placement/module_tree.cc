@@ -142,7 +142,7 @@ absl::StatusOr<ModuleTree> ModuleTree::Build(const ModuleTreeSpec& spec,
         compute_dtype && loader::IsFloatingDType(input.dtype) ? *compute_dtype : input.dtype;
     absl::StatusOr<std::uint64_t> bytes = TensorBytes(input, sized_as);
     if (!bytes.ok()) return bytes.status();
-    tensor.bytes = *bytes;
+    tensor.bytes = input.packed_bytes ? *input.packed_bytes : *bytes;
     new_index[item.index] = static_cast<int>(tree.tensors_.size());
     item.index = new_index[item.index];
     tree.tensor_by_name_.emplace(tensor.name, item.index);

@@ -24,6 +24,8 @@ struct TensorSpec {
   // Read a few rows per call (an embedding): offloaded, it is looked up where it lives and
   // takes no staging room. Architecture knowledge, not part of the --module-tree JSON.
   bool row_lookup = false;
+  // Quantized (--quantize): the bytes of its packed form, whatever the compute dtype.
+  std::optional<std::uint64_t> packed_bytes = std::nullopt;
 };
 
 // Everything a tree is built from; the --module-tree JSON holds exactly the

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "loader/dtype.h"
+#include "loader/quantized_layout.h"
 #include "placement/device.h"
 #include "placement/reserves.h"
 
@@ -72,6 +73,8 @@ struct PlanSizing {
   bool virtual_gpus = false;  // --devices: GPUs backed by host memory
   bool prefetch = true;       // the staging reserve is two slots: stage ahead of compute
   std::string offload_dir;    // where disk tensors in another dtype are converted to
+  // --quantize: decoder-layer linear weights were sized (and are bound) packed.
+  loader::QuantizeOptions quantize;
 };
 
 struct Plan {

@@ -27,6 +27,7 @@ struct ModelToPlan {
   ServingLimits limits;
   std::int64_t kv_cache_blocks = 0;
   std::string dtype_source;  // why compute_dtype, for the start log
+  loader::QuantizeOptions quantize;
 };
 
 // `--dtype auto` (or none): the dtype the checkpoint stores, so its pages bind as they are.
@@ -42,6 +43,9 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
     }
     model.compute_dtype = *dtype;
   }
+  PLACER_ASSIGN_OR_RETURN(model.quantize, loader::ParseQuantizeOptions(
+                                              args.placement.quantize,
+                                              args.placement.quantize_group_size));
   if (args.placement.max_batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-batch-size ", args.placement.max_batch_size, ": must be at least 1"));
@@ -55,6 +59,11 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
       return absl::InvalidArgumentError(
           "--max-seq-len needs a checkpoint's config.json: a --module-tree has no attention "
           "shape to size the KV cache from");
+    }
+    if (model.quantize.enabled()) {
+      return absl::InvalidArgumentError(
+          "--quantize needs a checkpoint's config.json: a --module-tree does not say which "
+          "tensors are linear weights");
     }
     absl::StatusOr<ModuleTreeSpec> spec = ReadModuleTreeFile(args.module_tree_path);
     if (!spec.ok()) return spec.status();
@@ -78,7 +87,7 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
     model.dtype_source = absl::StrCat("the checkpoint's (--dtype auto)");
   }
   absl::StatusOr<ModuleTreeSpec> spec = ModuleTreeSpecForModel(
-      config, checkpoint.tensors, KvCacheBytesPerLayer(config, limits, dtype));
+      config, checkpoint.tensors, KvCacheBytesPerLayer(config, limits, dtype), model.quantize);
   if (!spec.ok()) return spec.status();
   model.spec = *std::move(spec);
   model.activation_reserve_bytes = ActivationReserveBytes(config, limits, dtype);
@@ -174,6 +183,7 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   plan->sizing.virtual_gpus = !args.placement.devices.empty();
   plan->sizing.prefetch = args.placement.prefetch && (!plan->offload_staged || plan->staging_slots == 2);
   plan->sizing.offload_dir = args.placement.offload_dir;
+  plan->sizing.quantize = model.quantize;
   return plan;
 }
 

@@ -32,6 +32,10 @@ struct PlacementOptions {
   std::string dtype;         // compute dtype ("bfloat16" or "BF16"); "auto" or empty: the
                              // checkpoint's (F16 as BF16 without a real GPU)
   std::string offload_dir;   // empty: no disk device
+  // --quantize none|int8|int4 and --quantize-group-size (0: the scheme's default): the
+  // decoder layers' linear weights packed at load and planned in their packed bytes.
+  std::string quantize = "none";
+  std::int64_t quantize_group_size = 0;
   std::string device_map_path;  // validate this map instead of planning
   bool prefetch = true;      // stage the next offloaded block while the current one computes
   std::string offload_exec = "auto";  // where offloaded blocks run: auto | gpu | cpu

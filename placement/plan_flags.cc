@@ -39,6 +39,16 @@ void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
                  "their weights live; only activations move)")
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
       ->group(group);
+  app.add_option("--quantize", options.quantize,
+                 "pack the decoder layers' linear weights at load: int8 (one scale per output "
+                 "channel) or int4 (groups of --quantize-group-size); planned in their packed "
+                 "bytes. Embeddings, norms and lm_head keep the compute dtype")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->group(group);
+  app.add_option("--quantize-group-size", options.quantize_group_size,
+                 "inputs per scale: int4 32 or 128 (default 128); int8 0 = per output channel")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->group(group);
   app.add_option("--device-map", options.device_map_path,
                  "use this Hugging Face device-map JSON (validated) instead of planning")
       ->group(group);

@@ -28,6 +28,16 @@ std::string Signed(std::int64_t bytes) {
 
 }  // namespace
 
+std::string QuantizationSummary(const Plan& plan) {
+  if (!plan.sizing.quantize.enabled()) return "";
+  const std::string kept =
+      plan.sizing.compute_dtype ? std::string(loader::DTypeName(*plan.sizing.compute_dtype))
+                                : "their own dtype";
+  return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
+                      ": decoder-layer linear weights, sized and held packed; embeddings, "
+                      "norms, biases and lm_head stay ", kept);
+}
+
 std::vector<std::string> OffloadedBlocks(const Plan& plan) {
   bool has_gpu = false;
   for (const DevicePlan& device : plan.devices) {
@@ -80,6 +90,14 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
   execution["blocks"] = OffloadedBlocks(plan);
   execution["reason"] = plan.execution_reason;
   json["offload_execution"] = execution;
+  if (plan.sizing.quantize.enabled()) {
+    nlohmann::ordered_json quantize;
+    quantize["scheme"] = plan.sizing.quantize.scheme == loader::QuantScheme::kInt4 ? "int4" : "int8";
+    quantize["group_size"] = plan.sizing.quantize.group_size;  // 0: per output channel
+    quantize["covers"] = "decoder-layer linear weights";
+    quantize["summary"] = QuantizationSummary(plan);
+    json["quantize"] = quantize;
+  }
   return json;
 }
 
@@ -123,6 +141,7 @@ std::string PlanToTable(const Plan& plan) {
         FormatBytes(device.activation_reserve_bytes + device.staging_reserve_bytes),
         Signed(device.left_bytes()));
   }
+  if (plan.sizing.quantize.enabled()) absl::StrAppend(&out, "\nQuantized: ", QuantizationSummary(plan), "\n");
   if (!plan.strategy_note.empty()) absl::StrAppend(&out, "\nStrategy: ", plan.strategy_note, "\n");
   if (!offloaded.empty()) {
     absl::StrAppend(&out, "\nOffloaded blocks (", offloaded.size(), "): ", plan.execution_reason,

@@ -25,6 +25,10 @@ std::vector<std::string> OffloadedBlocks(const Plan& plan);
 // "none" when nothing is offloaded.
 std::string OffloadExecutionName(const Plan& plan);
 
+// "--quantize int4 (groups of 128): decoder-layer linear weights, ...; embeddings, norms,
+// biases and lm_head stay BF16"; empty without --quantize.
+std::string QuantizationSummary(const Plan& plan);
+
 // The device map (runs of consecutive layers on one device folded into
 // "model.layers.0-15"), per device weights, KV reserve, activation and
 // staging reserve, budget and what is left, then why blocks left the GPUs.

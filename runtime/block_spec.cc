@@ -7,7 +7,7 @@ std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& arch
   for (const loader::BlockDescription& block : architecture.blocks) {
     BlockSpec spec{block.module, {}, block.row_lookup};
     for (const loader::TensorDescription& tensor : block.tensors) {
-      spec.tensors.push_back({tensor.source(), !tensor.present});
+      spec.tensors.push_back({tensor.source(), !tensor.present, tensor.linear});
     }
     blocks.push_back(std::move(spec));
   }

@@ -18,6 +18,8 @@ struct BlockTensor {
   // Left out by config.json (a bias with attention_bias false): never read, an undefined
   // tensor in its slot. A tensor not absent must be in the checkpoint.
   bool absent = false;
+  // A decoder layer's linear weight (and how it is stored): packed at load under --quantize.
+  loader::LinearWeight linear = loader::LinearWeight::kNone;
 };
 
 struct BlockSpec {

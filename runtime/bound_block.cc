@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/offload_store.h"
+#include "loader/quantized_weight.h"
 #include "placement/device_roles.h"
 #include "base/status_macros.h"
 
@@ -27,6 +28,31 @@ bool StoredAs(const loader::Checkpoint& checkpoint, const std::string& name,
   return stored.ok() && *stored == dtype;
 }
 
+// The layout --quantize gives a linear weight slot (transposed when stored [in, out]).
+absl::StatusOr<loader::PackedLayout> PackedLayoutOfSlot(const loader::Checkpoint& checkpoint,
+                                                       const BlockTensor& slot,
+                                                       const loader::QuantizeOptions& quantize) {
+  const loader::TensorInfo* info = checkpoint.Find(slot.name);
+  if (info == nullptr || info->shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantize: tensor ", slot.name, " is not a 2-D weight"));
+  }
+  const bool in_out = slot.linear == loader::LinearWeight::kInOut;
+  return loader::PackedLayoutFor(quantize, info->shape[in_out ? 1 : 0],
+                                 info->shape[in_out ? 0 : 1], slot.name);
+}
+
+// The stored weight (a view of the mapping) packed in host memory.
+absl::StatusOr<at::Tensor> PackLinearWeight(const loader::Checkpoint& checkpoint,
+                                            const BlockTensor& slot,
+                                            const loader::QuantizeOptions& quantize) {
+  PLACER_ASSIGN_OR_RETURN(loader::PackedLayout layout,
+                          PackedLayoutOfSlot(checkpoint, slot, quantize));
+  PLACER_ASSIGN_OR_RETURN(at::Tensor stored, checkpoint.ReadTensor(slot.name));
+  const at::Tensor weight = slot.linear == loader::LinearWeight::kInOut ? stored.t() : stored;
+  return loader::QuantizeLinearWeight(weight, layout, slot.name);
+}
+
 // Reads each (tensor, device) once, so tied weights (GPT-2's wte and lm_head) are held once.
 class WeightReader {
  public:
@@ -39,11 +65,16 @@ class WeightReader {
         accounting_(accounting) {}
 
   void set_offload_store(std::shared_ptr<loader::OffloadStore> store) { store_ = std::move(store); }
+  void set_quantize(const loader::QuantizeOptions& quantize) { quantize_ = quantize; }
 
-  absl::StatusOr<at::Tensor> Read(const std::string& name, const Device& device) {
+  absl::StatusOr<at::Tensor> Read(const BlockTensor& slot, const Device& device) {
+    const std::string& name = slot.name;
     const auto key = std::make_pair(name, device.Name());
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, ReadUncached(name, device));
+    absl::StatusOr<at::Tensor> read = quantize_.enabled() && slot.linear != loader::LinearWeight::kNone
+                                          ? ReadPacked(slot, device)
+                                          : ReadUncached(name, device);
+    PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, std::move(read));
     accounting_->AddMemory(device.Name(), MemoryKind::kWeights,
                            static_cast<int64_t>(Bytes(tensor)));
     cache_.emplace(key, tensor);
@@ -74,7 +105,21 @@ class WeightReader {
     return tensor;
   }
 
+  // --quantize: packed in host memory once, then put where the plan says as any weight would
+  // be; on disk, the packed copy in the offload store.
+  absl::StatusOr<at::Tensor> ReadPacked(const BlockTensor& slot, const Device& device) {
+    if (device.kind == DeviceKind::kDisk) {
+      if (store_ == nullptr) return absl::InternalError("no offload store for packed weights");
+      return store_->Read(slot.name);
+    }
+    PLACER_ASSIGN_OR_RETURN(at::Tensor packed, PackLinearWeight(*checkpoint_, slot, quantize_));
+    if (device.is_gpu() && !virtual_gpus_) return packed.to(TorchDeviceOf(device, false));
+    if (device.kind == DeviceKind::kCpu && pin_host_) return packed.pin_memory();
+    return packed;  // a fresh tensor: a virtual GPU or the cpu owns it
+  }
+
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
+  loader::QuantizeOptions quantize_;
   at::ScalarType dtype_;
   bool virtual_gpus_;
   bool pin_host_;
@@ -90,6 +135,8 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
     const RuntimePlan& plan, at::ScalarType dtype, RuntimeAccounting* accounting) {
   const bool gpu_execution = plan.execution_device.is_gpu();
   std::vector<std::string> converted_on_disk;
+  loader::PackedOffload packed_on_disk;
+  std::map<std::string, BlockTensor> packed_slots;
   std::vector<BoundBlock> bound_blocks;
   for (BlockSpec& spec : blocks) {
     BoundBlock bound;
@@ -113,7 +160,16 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
             bound.weights_device.Name(), " (", first_tensor, ") and ", device.Name(), " (",
             tensor.name, "); a block must stay on one device"));
       }
-      if (device.kind == DeviceKind::kDisk && !StoredAs(*checkpoint, tensor.name, dtype)) {
+      const bool packed = plan.quantize.enabled() && tensor.linear != loader::LinearWeight::kNone;
+      if (device.kind == DeviceKind::kDisk && packed && packed_slots.count(tensor.name) == 0) {
+        PLACER_ASSIGN_OR_RETURN(loader::PackedLayout layout,
+                                PackedLayoutOfSlot(*checkpoint, tensor, plan.quantize));
+        packed_on_disk.tensors.push_back(
+            {tensor.name, layout.bits == 8 ? loader::DType::kI8 : loader::DType::kU8,
+             {layout.out, layout.groups(), layout.block_bytes()}});
+        packed_slots.emplace(tensor.name, tensor);
+      } else if (device.kind == DeviceKind::kDisk && !packed &&
+                 !StoredAs(*checkpoint, tensor.name, dtype)) {
         converted_on_disk.push_back(tensor.name);
       }
     }
@@ -131,14 +187,22 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
   WeightReader reader(checkpoint, dtype, plan.virtual_gpus,
                       /*pin_host=*/gpu_execution && !plan.virtual_gpus,
                       accounting);
-  if (!converted_on_disk.empty()) {
+  reader.set_quantize(plan.quantize);
+  if (!converted_on_disk.empty() || !packed_on_disk.tensors.empty()) {
     if (plan.offload_dir.empty()) {
+      const std::string& first = converted_on_disk.empty() ? packed_on_disk.tensors.front().name
+                                                           : converted_on_disk.front();
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", converted_on_disk.front(),
-          " goes to disk in a dtype other than the one stored, which needs --offload-dir"));
+          "tensor ", first,
+          " goes to disk converted or quantized, which needs --offload-dir"));
     }
-    PLACER_ASSIGN_OR_RETURN(auto store, loader::OffloadStore::Open(checkpoint, plan.offload_dir,
-                                                                   converted_on_disk, dtype));
+    packed_on_disk.scheme = loader::DescribeQuantizeOptions(plan.quantize);
+    packed_on_disk.pack = [checkpoint, packed_slots, quantize = plan.quantize](const std::string& name) {
+      return PackLinearWeight(*checkpoint, packed_slots.at(name), quantize);
+    };
+    PLACER_ASSIGN_OR_RETURN(auto store,
+                            loader::OffloadStore::Open(checkpoint, plan.offload_dir,
+                                                       converted_on_disk, dtype, packed_on_disk));
     reader.set_offload_store(std::move(store));
   }
   try {
@@ -148,7 +212,7 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
           block.weights.emplace_back();
           continue;
         }
-        PLACER_ASSIGN_OR_RETURN(at::Tensor read, reader.Read(tensor.name, block.weights_device));
+        PLACER_ASSIGN_OR_RETURN(at::Tensor read, reader.Read(tensor, block.weights_device));
         block.weights.push_back(std::move(read));
       }
     }

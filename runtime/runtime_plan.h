@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loader/quantized_layout.h"
 #include "placement/device.h"
 #include "placement/plan.h"
 
@@ -29,6 +30,8 @@ struct RuntimePlan {
   // plan found room for one only (then prefetch is off).
   int staging_slots = 2;
   std::string offload_dir;  // where converted copies of disk tensors are written
+  // --quantize: decoder-layer linear weights packed at load (BlockTensor::linear).
+  loader::QuantizeOptions quantize;
 
   // Everything on the CPU: what a caller gets with no plan at all.
   static RuntimePlan AllOnCpu();

@@ -25,6 +25,11 @@ namespace placer::loader {
 // checkpoint exercises every tensor.
 enum class TensorInit { kNormal, kOnes, kZeros };
 
+// A decoder layer's linear-map weight, which --quantize packs (loader/quantized_layout.h):
+// stored [out, in] as nn.Linear does, or [in, out] as GPT-2's Conv1D does (packed transposed).
+// kNone for every other tensor (embeddings, norms, biases, lm_head).
+enum class LinearWeight { kNone, kOutIn, kInOut };
+
 // One weight slot of a block.
 struct TensorDescription {
   std::string name;  // full checkpoint name, e.g. "model.layers.3.mlp.up_proj.bias"
@@ -36,10 +41,11 @@ struct TensorDescription {
   // Set for a tied tensor: the checkpoint tensor that the slot reads instead (a tied
   // lm_head.weight reads model.embed_tokens.weight). The checkpoint may omit `name` then.
   std::string tied_to;
+  LinearWeight linear = LinearWeight::kNone;
 
   static TensorDescription Of(std::string name, std::vector<std::int64_t> shape,
                               TensorInit init = TensorInit::kNormal) {
-    return {std::move(name), std::move(shape), init, true, ""};
+    return {std::move(name), std::move(shape), init, true, "", LinearWeight::kNone};
   }
   // The checkpoint tensor whose bytes fill the slot.
   const std::string& source() const { return tied_to.empty() ? name : tied_to; }

@@ -19,8 +19,9 @@ ArchitectureDescription DescribeGpt2(const ModelConfig& c) {
     block.tensors.resize(kGpt2LayerSlots);
     auto slot = [&](Gpt2LayerSlot index, const char* name, std::vector<std::int64_t> shape,
                     TensorInit init = TensorInit::kNormal) {
+      const bool weight = init == TensorInit::kNormal;  // the Conv1D weights
       block.tensors[index] = {absl::StrCat(block.module, ".", name), std::move(shape), init,
-                              true, ""};
+                              true, "", weight ? LinearWeight::kInOut : LinearWeight::kNone};
     };
     // Conv1D stores its weight [in_features, out_features].
     slot(kGpt2Ln1Weight, "ln_1.weight", {h}, TensorInit::kOnes);

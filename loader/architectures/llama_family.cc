@@ -22,8 +22,9 @@ ArchitectureDescription DescribeLlamaFamily(const ModelConfig& c) {
     block.tensors.resize(kLlamaLayerSlots);
     auto slot = [&](LlamaLayerSlot index, const char* name, std::vector<std::int64_t> shape,
                     TensorInit init = TensorInit::kNormal, bool present = true) {
+      const bool weight = init == TensorInit::kNormal;  // the projections; biases are zeros
       block.tensors[index] = {absl::StrCat(block.module, ".", name), std::move(shape), init,
-                              present, ""};
+                              present, "", weight ? LinearWeight::kOutIn : LinearWeight::kNone};
     };
     const TensorInit bias = TensorInit::kZeros;
     slot(kLlamaQ, "self_attn.q_proj.weight", {q_out, h});

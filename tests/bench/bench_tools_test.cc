@@ -146,6 +146,29 @@ TEST_F(BenchTools, ProductsMeasureTheAvx2KernelsWhenAsked) {
   EXPECT_EQ(products["placer_max_rows"]["out_in"], 16);
 }
 
+TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
+  const nlohmann::json products =
+      Json(absl::StrCat(PLACER_BENCH_MODEL_PATH, " quantized-products --threads 1 --runs 1"));
+  if (products.is_discarded()) return;
+  ASSERT_EQ(products["points"].size(), 6u) << products.dump();  // 1, 2, 4, ... 32 rows
+  // 8 layers of q, k, v, o, gate, up, down in BF16; int4 packs g inputs in 8 + g / 2 bytes.
+  const int64_t elements = 8 * (2 * 768 * 768 + 2 * 256 * 768 + 3 * 2048 * 768);
+  EXPECT_EQ(products["bytes_per_pass"]["bf16"], elements * 2);
+  EXPECT_EQ(products["bytes_per_pass"]["int4_g128"], elements / 128 * (8 + 64));
+  EXPECT_EQ(products["bytes_per_pass"]["int4_g32"], elements / 32 * (8 + 16));
+  ASSERT_FALSE(products["isas"].empty());
+  for (const nlohmann::json& point : products["points"]) {
+    EXPECT_GT(point["bf16_ms"]["placer"].get<double>(), 0);
+    EXPECT_GT(point["bf16_ms"]["aten"].get<double>(), 0);
+    for (const char* scheme : {"int8_ms", "int4_g32_ms", "int4_g128_ms"}) {
+      EXPECT_GT(point[scheme]["dequantize_gemm"].get<double>(), 0) << scheme;
+      for (const nlohmann::json& isa : products["isas"]) {
+        EXPECT_GT(point[scheme][isa.get<std::string>()].get<double>(), 0) << scheme << " " << isa;
+      }
+    }
+  }
+}
+
 TEST_F(BenchTools, BadArgumentsAreNamed) {
   CommandResult result = RunCommand(Decode("sideways"));
   EXPECT_EQ(result.exit_code, 1);

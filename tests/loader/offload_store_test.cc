@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "loader/quantized_weight.h"
 #include "tests/loader/test_checkpoint.h"
 #include "tests/loader/test_files.h"
 
@@ -114,6 +115,53 @@ TEST_F(OffloadStoreTest, RebuildsWhenTheStoreOrManifestIsCorrupt) {
   ASSERT_NE(other_plan, nullptr);
   EXPECT_FALSE(other_plan->reused());
   ExpectServesConvertedValues(*checkpoint, *other_plan);
+}
+
+// --quantize with weights on disk: the packed weights go into the store once (beside converted
+// ones), come back as the packer made them, are reused at the next start with the same scheme,
+// and rebuilt under another.
+TEST_F(OffloadStoreTest, PackedWeightsAreStoredOnceAndReusedUnderTheSameScheme) {
+  const std::string packed_name = "model.layers.0.mlp.up_proj.weight";  // [48, 32]
+  int packs = 0;
+  auto open = [&](const std::shared_ptr<Checkpoint>& checkpoint, const std::string& scheme,
+                  int64_t group) {
+    const PackedLayout layout{group == 0 ? 8 : 4, 48, 32, group == 0 ? 32 : group};
+    PackedOffload packed;
+    packed.scheme = scheme;
+    packed.tensors.push_back({packed_name, layout.bits == 8 ? DType::kI8 : DType::kU8,
+                              {layout.out, layout.groups(), layout.block_bytes()}});
+    packed.pack = [&packs, checkpoint, layout](const std::string& name) {
+      ++packs;
+      return QuantizeLinearWeight(*checkpoint->ReadTensor(name), layout, name);
+    };
+    absl::StatusOr<std::shared_ptr<OffloadStore>> store =
+        OffloadStore::Open(checkpoint, offload_dir_.path(), names_, at::kFloat, packed);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *store : nullptr;
+  };
+  std::shared_ptr<Checkpoint> checkpoint = OpenCheckpoint();
+  std::shared_ptr<OffloadStore> first = open(checkpoint, "int4 (groups of 32)", 32);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(packs, 1);
+  EXPECT_EQ(first->converted().count(packed_name), 1u);
+  absl::StatusOr<at::Tensor> read = first->Read(packed_name);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const PackedLayout int4{4, 48, 32, 32};
+  EXPECT_TRUE(at::equal(*read, *QuantizeLinearWeight(*checkpoint->ReadTensor(packed_name), int4, "w")));
+  EXPECT_TRUE(IsPackedWeight(*read));
+  ExpectServesConvertedValues(*checkpoint, *first);
+
+  std::shared_ptr<OffloadStore> again = open(OpenCheckpoint(), "int4 (groups of 32)", 32);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(again->reused()) << again->rebuild_reason();
+  EXPECT_EQ(packs, 1) << "reused: nothing packed again";
+
+  std::shared_ptr<OffloadStore> other = open(OpenCheckpoint(), "int8 (one scale per output channel)", 0);
+  ASSERT_NE(other, nullptr);
+  EXPECT_FALSE(other->reused());
+  EXPECT_NE(other->rebuild_reason().find("quantization"), std::string::npos) << other->rebuild_reason();
+  EXPECT_EQ(packs, 2);
+  EXPECT_EQ(other->Read(packed_name)->scalar_type(), at::kChar);
 }
 
 }  // namespace

@@ -1,0 +1,241 @@
+#include "loader/quantized_weight.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace placer::loader {
+namespace {
+
+// Byte of a 4-bit code inside its block's payload, and whether it is the high nibble.
+inline int64_t NibbleByte(int64_t k) { return (k / 32) * 16 + (k % 16); }
+inline bool HighNibble(int64_t k) { return (k % 32) >= 16; }
+
+inline void PutHeader(uint8_t* block, float scale, float offset) {
+  std::memcpy(block, &scale, sizeof(float));
+  std::memcpy(block + sizeof(float), &offset, sizeof(float));
+}
+
+}  // namespace
+
+std::optional<PackedLayout> PackedLayoutOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.dim() != 3 || !tensor.is_contiguous()) return std::nullopt;
+  int bits = 0;
+  if (tensor.scalar_type() == at::kChar) bits = 8;
+  if (tensor.scalar_type() == at::kByte) bits = 4;
+  if (bits == 0) return std::nullopt;
+  const int64_t payload = tensor.size(2) - kPackedBlockHeaderBytes;
+  if (payload <= 0) return std::nullopt;
+  PackedLayout layout;
+  layout.bits = bits;
+  layout.out = tensor.size(0);
+  layout.group_size = payload * 8 / bits;
+  layout.in = tensor.size(1) * layout.group_size;
+  if (!ValidatePackedLayout(layout, "").ok()) return std::nullopt;
+  return layout;
+}
+
+at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
+                            const at::Tensor& offsets, const PackedLayout& layout) {
+  const at::Tensor q = codes.to(at::kInt).contiguous();
+  const at::Tensor s = scales.to(at::kFloat).contiguous();
+  const at::Tensor m = offsets.to(at::kFloat).contiguous();
+  TORCH_CHECK(q.dim() == 2 && q.size(0) == layout.out && q.size(1) == layout.in,
+              "PackLinearWeight: codes must be [out, in]");
+  TORCH_CHECK(s.sizes() == m.sizes() && s.dim() == 2 && s.size(0) == layout.out &&
+                  s.size(1) == layout.groups(),
+              "PackLinearWeight: scales and offsets must be [out, groups]");
+  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
+  at::Tensor packed = at::zeros({layout.out, layout.groups(), layout.block_bytes()},
+                                at::TensorOptions().dtype(type));
+  uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
+  const int32_t* qp = q.data_ptr<int32_t>();
+  const float* sp = s.data_ptr<float>();
+  const float* mp = m.data_ptr<float>();
+  const int64_t gs = layout.group_size, groups = layout.groups(), in = layout.in;
+  at::parallel_for(0, layout.out, 16, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t g = 0; g < groups; ++g) {
+        uint8_t* block = base + (n * groups + g) * layout.block_bytes();
+        PutHeader(block, sp[n * groups + g], mp[n * groups + g]);
+        uint8_t* payload = block + kPackedBlockHeaderBytes;
+        const int32_t* row = qp + n * in + g * gs;
+        for (int64_t k = 0; k < gs; ++k) {
+          if (layout.bits == 8) {
+            const int8_t code = static_cast<int8_t>(row[k]);
+            std::memcpy(payload + k, &code, 1);
+          } else {
+            payload[NibbleByte(k)] |= static_cast<uint8_t>((row[k] & 0xF) << (HighNibble(k) ? 4 : 0));
+          }
+        }
+      }
+    }
+  });
+  return packed;
+}
+
+absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
+                                                const PackedLayout& layout,
+                                                const std::string& tensor) {
+  if (weight.dim() != 2 || weight.size(0) != layout.out || weight.size(1) != layout.in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantizing ", tensor, ": expected a [", layout.out, ", ", layout.in, "] weight"));
+  }
+  const at::Tensor w = weight.to(at::kFloat).contiguous().view({layout.out, layout.groups(),
+                                                                layout.group_size});
+  at::Tensor scales, offsets, codes;
+  if (layout.bits == 8) {
+    scales = w.abs().amax(-1) / 127.0f;
+    offsets = at::zeros_like(scales);
+    const at::Tensor safe = at::where(scales > 0, scales, at::ones_like(scales));
+    codes = at::round(w / safe.unsqueeze(-1)).clamp(-127, 127);
+  } else {
+    const at::Tensor low = w.amin(-1), high = w.amax(-1);
+    scales = (high - low) / 15.0f;
+    const at::Tensor safe = at::where(scales > 0, scales, at::ones_like(scales));
+    const at::Tensor zero = at::where(scales > 0, at::round(-low / safe), at::zeros_like(low));
+    codes = (at::round(w / safe.unsqueeze(-1)) + zero.unsqueeze(-1)).clamp(0, 15);
+    offsets = -zero * scales;
+  }
+  return PackLinearWeight(codes.view({layout.out, layout.in}), scales, offsets, layout);
+}
+
+namespace {
+
+// One row's blocks, written so that the compiler vectorizes each block (with the target's
+// FMA, the same fused rounding as the kernels).
+template <typename T>
+inline __attribute__((always_inline)) void DequantizeRow(const PackedLayout& layout,
+                                                         const uint8_t* row_blocks, T* row) {
+  const int64_t gs = layout.group_size;
+  for (int64_t g = 0; g < layout.groups(); ++g) {
+    const uint8_t* block = row_blocks + g * layout.block_bytes();
+    float scale, offset;
+    std::memcpy(&scale, block, sizeof(float));
+    std::memcpy(&offset, block + sizeof(float), sizeof(float));
+    const uint8_t* payload = block + kPackedBlockHeaderBytes;
+    T* out = row + g * gs;
+    if (layout.bits == 8) {
+      for (int64_t k = 0; k < gs; ++k) {
+        out[k] = static_cast<T>(__builtin_fmaf(static_cast<float>(static_cast<int8_t>(payload[k])),
+                                               scale, offset));
+      }
+      continue;
+    }
+    for (int64_t c = 0; c < gs; c += 32) {
+      const uint8_t* bytes = payload + c / 2;
+      for (int j = 0; j < 16; ++j) {
+        out[c + j] = static_cast<T>(__builtin_fmaf(static_cast<float>(bytes[j] & 0xF), scale, offset));
+        out[c + 16 + j] = static_cast<T>(__builtin_fmaf(static_cast<float>(bytes[j] >> 4), scale, offset));
+      }
+    }
+  }
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) void DequantizeRowsFma(const PackedLayout& layout,
+                                                          const uint8_t* base, T* w, int64_t n0,
+                                                          int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    DequantizeRow(layout, base + n * layout.groups() * layout.block_bytes(), w + n * layout.in);
+  }
+}
+
+template <typename T>
+void DequantizeRowsPlain(const PackedLayout& layout, const uint8_t* base, T* w, int64_t n0,
+                         int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    DequantizeRow(layout, base + n * layout.groups() * layout.block_bytes(), w + n * layout.in);
+  }
+}
+
+template <typename T>
+void DequantizeRowRange(const PackedLayout& layout, const uint8_t* base, T* w, int64_t n0,
+                        int64_t n1) {
+  static const bool fma = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  if (fma) {
+    DequantizeRowsFma(layout, base, w, n0, n1);
+  } else {
+    DequantizeRowsPlain(layout, base, w, n0, n1);
+  }
+}
+
+template <typename T>
+void DequantizeRows(const PackedLayout& layout, const uint8_t* base, T* w) {
+  at::parallel_for(0, layout.out, 16, [&](int64_t n0, int64_t n1) {
+    DequantizeRowRange(layout, base, w, n0, n1);
+  });
+}
+
+}  // namespace
+
+at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype,
+                                  at::Tensor* out) {
+  const std::optional<PackedLayout> found = PackedLayoutOf(packed);
+  TORCH_CHECK(found.has_value() && packed.device().is_cpu(),
+              "DequantizeLinearWeight: not a packed weight in host memory");
+  const PackedLayout& layout = *found;
+  const at::ScalarType direct = dtype == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
+  at::Tensor local;
+  at::Tensor& result = out != nullptr ? *out : local;
+  if (!result.defined() || result.scalar_type() != direct) {
+    result = at::empty({layout.out, layout.in}, at::TensorOptions().dtype(direct));
+  } else {
+    result.resize_({layout.out, layout.in});
+  }
+  const uint8_t* base = static_cast<const uint8_t*>(packed.data_ptr());
+  if (direct == at::kBFloat16) {
+    // c10::BFloat16 from float rounds to nearest even, as Tensor::to does.
+    DequantizeRows(layout, base, result.data_ptr<at::BFloat16>());
+  } else {
+    DequantizeRows(layout, base, result.data_ptr<float>());
+  }
+  return direct == dtype ? result : result.to(dtype);
+}
+
+void DequantizeLinearWeightRows(const at::Tensor& packed, at::Tensor& out, int64_t n0, int64_t n1) {
+  const std::optional<PackedLayout> layout = PackedLayoutOf(packed);
+  TORCH_CHECK(layout.has_value() && packed.device().is_cpu() && out.is_contiguous() &&
+                  out.dim() == 2 && out.size(0) == layout->out && out.size(1) == layout->in &&
+                  0 <= n0 && n0 <= n1 && n1 <= layout->out,
+              "DequantizeLinearWeightRows: bad operands");
+  const uint8_t* base = static_cast<const uint8_t*>(packed.data_ptr());
+  if (out.scalar_type() == at::kBFloat16) {
+    DequantizeRowRange(*layout, base, out.data_ptr<at::BFloat16>(), n0, n1);
+  } else {
+    DequantizeRowRange(*layout, base, out.data_ptr<float>(), n0, n1);
+  }
+}
+
+at::Tensor DequantizeLinearWeightOnDevice(const at::Tensor& packed, at::ScalarType dtype) {
+  const std::optional<PackedLayout> found = PackedLayoutOf(packed);
+  TORCH_CHECK(found.has_value(), "DequantizeLinearWeightOnDevice: not a packed weight");
+  const PackedLayout& layout = *found;
+  const at::Tensor bytes = packed.view(at::kByte);
+  // [out, groups, 2] float32 scale and offset, from the blocks' first 8 bytes.
+  const at::Tensor header =
+      bytes.narrow(2, 0, kPackedBlockHeaderBytes).contiguous().view(at::kFloat);
+  const at::Tensor payload = bytes.narrow(2, kPackedBlockHeaderBytes, layout.block_bytes() -
+                                                                         kPackedBlockHeaderBytes);
+  at::Tensor codes;
+  if (layout.bits == 8) {
+    codes = payload.contiguous().view(at::kChar).to(at::kFloat);
+  } else {
+    // Each 16 bytes: inputs 0-15 in the low nibbles, 16-31 in the high ones.
+    const at::Tensor runs = payload.contiguous().view({layout.out, layout.groups(), -1, 16}).to(at::kInt);
+    codes = at::cat({runs.bitwise_and(0xF), runs.bitwise_right_shift(4)}, -1)
+                .view({layout.out, layout.groups(), layout.group_size})
+                .to(at::kFloat);
+  }
+  const at::Tensor w = codes * header.narrow(2, 0, 1) + header.narrow(2, 1, 1);
+  return w.view({layout.out, layout.in}).to(dtype);
+}
+
+}  // namespace placer::loader

@@ -1,0 +1,49 @@
+// Packed quantized linear weights as tensors (the layout: loader/quantized_layout.h): made
+// from a float weight at load (--quantize), read back to float for prompt chunks and tests.
+// The few-row products that read them directly are model/quantized_linear.h's.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "loader/quantized_layout.h"
+
+namespace placer::loader {
+
+// The layout of a packed weight tensor (3-D, kChar for 8 bits or kByte for 4, contiguous
+// blocks whose size matches a valid layout); nullopt for anything else (a float weight).
+std::optional<PackedLayout> PackedLayoutOf(const at::Tensor& tensor);
+inline bool IsPackedWeight(const at::Tensor& tensor) { return PackedLayoutOf(tensor).has_value(); }
+
+// Quantizes a float weight [out, in] (any floating dtype, CPU) into `layout`, on the CPU:
+//   8 bits: symmetric, s = max|w| / 127 per group, q = round(w / s) in [-127, 127], m = 0;
+//   4 bits: asymmetric, s = (max - min) / 15, z = round(-min / s), q = clamp(round(w / s) + z,
+//           0, 15), m = -z·s (as bitsandbytes' and GPTQ's min-max grids do).
+// A group of zeros gets s = 0 and codes 0. Errors (shape not [out, in]) name `tensor`.
+absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
+                                                const PackedLayout& layout,
+                                                const std::string& tensor);
+
+// Packs codes and per-group scales and offsets given explicitly (the pre-quantized formats
+// repack into this): codes int32 [out, in] as stored (4 bits: 0..15; 8 bits: -128..127),
+// scales and offsets float32 [out, groups]. Requires valid shapes and code ranges.
+at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
+                            const at::Tensor& offsets, const PackedLayout& layout);
+
+// w = fma(q, s, m) for every input, as float32 [out, in] converted to `dtype`, into `out`
+// when given (resized; a reused buffer) else a new tensor. Requires IsPackedWeight.
+at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype,
+                                  at::Tensor* out = nullptr);
+
+// Output rows [n0, n1) of that dequantization into `out` (float32 or BF16 [out, in], already
+// sized), on the calling thread: for callers that bring their own threads.
+void DequantizeLinearWeightRows(const at::Tensor& packed, at::Tensor& out, int64_t n0, int64_t n1);
+
+// The same weights with tensor operations only, on whatever device `packed` is (a real GPU
+// has no packed kernels yet): q · s + m in float32 (rounded twice where the CPU path fuses),
+// then `dtype`.
+at::Tensor DequantizeLinearWeightOnDevice(const at::Tensor& packed, at::ScalarType dtype);
+
+}  // namespace placer::loader

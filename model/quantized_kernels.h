@@ -1,0 +1,22 @@
+// Inside QuantizedLinearKernel: the operands of one call and one function per instruction set,
+// each computing outputs [n0, n1) for every input row.
+#pragma once
+
+#include <cstdint>
+
+namespace placer::model {
+
+struct QuantOperands {
+  const float* x;        // [rows, in], contiguous float32
+  const uint8_t* w;      // packed [out, groups, block_bytes]
+  const float* bias;     // [out] or null
+  float* y;              // [rows, out]
+  int64_t rows, in, out;
+  int bits;              // 4 or 8
+  int64_t group_size, groups, block_bytes;
+};
+
+void QuantizedRowsAvx512(const QuantOperands& op, int64_t n0, int64_t n1);
+void QuantizedRowsAvx2(const QuantOperands& op, int64_t n0, int64_t n1);
+
+}  // namespace placer::model

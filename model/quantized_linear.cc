@@ -1,0 +1,163 @@
+#include "model/quantized_linear.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+#include "loader/quantized_weight.h"
+#include "model/quantized_kernels.h"
+#include "model/spinning_workers.h"
+#include "model/tensor_ops.h"
+
+namespace placer::model {
+namespace {
+
+constexpr int64_t kOutputsPerTask = 64;
+
+bool Runs(QuantIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case QuantIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    case QuantIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case QuantIsa::kNone: return true;
+  }
+  return false;
+}
+
+bool CpuFloat(const at::Tensor& t) {
+  return t.device().is_cpu() && t.layout() == at::kStrided &&
+         (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+}
+
+}  // namespace
+
+std::vector<QuantIsa> RunnableQuantIsas() {
+  std::vector<QuantIsa> isas;
+  for (QuantIsa isa : {QuantIsa::kAvx512, QuantIsa::kAvx2}) {
+    if (Runs(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+QuantIsa DetectQuantIsa() {
+  static const QuantIsa isa = [] {
+    const std::vector<QuantIsa> isas = RunnableQuantIsas();
+    return isas.empty() ? QuantIsa::kNone : isas.front();
+  }();
+  return isa;
+}
+
+const char* QuantIsaName(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kAvx512: return "avx512";
+    case QuantIsa::kAvx2: return "avx2";
+    case QuantIsa::kNone: return "none";
+  }
+  return "none";
+}
+
+int64_t QuantizedLinearMaxRows(QuantIsa isa) {
+  // `placer-bench-model quantized-products --threads 2` (small preset's layers, BF16 rows, ms
+  // per pass, shared 2-core AVX-512 machine, noisy): the kernels beat dequantize + GEMM at every
+  // count measured, 1 to 32 rows, by 3-5x (int4 g32 at 32 rows: 34 AVX-512 / 63 AVX2 vs 219;
+  // int8: 38 / 65 vs 129). `placer-bench-model decode` of the small preset (F32, 2 threads):
+  // a 64-token prefill takes 125 ms in int4 through the kernels vs 327 ms dequantized, a
+  // 128-token one 216 ms (F32 unquantized: 209). Beyond 128 rows the kernels' cost keeps
+  // growing with the rows while dequantizing one weight costs the same for any chunk.
+  return isa == QuantIsa::kNone ? 0 : 128;
+}
+
+bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const std::optional<loader::PackedLayout> layout = loader::PackedLayoutOf(weight);
+  if (!layout || !weight.device().is_cpu() || !CpuFloat(x) || x.dim() < 1 ||
+      x.size(-1) != layout->in) {
+    return false;
+  }
+  if (bias.defined() && (!CpuFloat(bias) || bias.dim() != 1 || !bias.is_contiguous() ||
+                         bias.size(0) != layout->out)) {
+    return false;
+  }
+  return true;
+}
+
+at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, QuantIsa isa) {
+  TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
+              QuantIsaName(isa));
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  const at::Tensor flat = x.reshape({-1, layout.in}).to(at::kFloat).contiguous();
+  const int64_t rows = flat.size(0);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = layout.out;
+  at::Tensor y = at::empty({rows, layout.out}, flat.options());
+  if (rows > 0) {
+    const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
+    const QuantOperands op{flat.data_ptr<float>(),
+                           static_cast<const uint8_t*>(weight.data_ptr()),
+                           bias32.defined() ? bias32.data_ptr<float>() : nullptr,
+                           y.data_ptr<float>(),
+                           rows,
+                           layout.in,
+                           layout.out,
+                           layout.bits,
+                           layout.group_size,
+                           layout.groups(),
+                           layout.block_bytes()};
+    // Tasks split the outputs at fixed boundaries: every output is computed the same way
+    // whatever the thread count.
+    const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
+    const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+      const int64_t n0 = begin * kOutputsPerTask;
+      const int64_t n1 = std::min(layout.out, end * kOutputsPerTask);
+      if (isa == QuantIsa::kAvx512) {
+        QuantizedRowsAvx512(op, n0, n1);
+      } else {
+        QuantizedRowsAvx2(op, n0, n1);
+      }
+    };
+    if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  }
+  return y.to(x.scalar_type()).view(shape);
+}
+
+at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const QuantIsa isa = DetectQuantIsa();
+  const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
+  const int64_t rows = in > 0 ? x.numel() / in : 0;
+  if (rows >= 1 && rows <= QuantizedLinearMaxRows(isa) && QuantizedLinearApplies(x, weight, bias)) {
+    return QuantizedLinearKernel(x, weight, bias, isa);
+  }
+  if (!weight.device().is_cpu()) {
+    // No packed kernels on GPUs yet: this weight dequantized there for this product.
+    const at::Tensor dense = loader::DequantizeLinearWeightOnDevice(weight, x.scalar_type());
+    return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
+  }
+  // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
+  // seen): a prompt chunk never holds a dequantized layer, let alone the model. Dequantized on
+  // the kernels' helper threads (ATen's pool would compete with them for the cores).
+  thread_local at::Tensor thread_scratch;
+  // A plain reference: inside the lambda, running on the helpers, the name thread_scratch would
+  // mean each helper's own (empty) buffer.
+  at::Tensor& scratch = thread_scratch;
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  const at::ScalarType type = x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
+  if (!scratch.defined() || scratch.scalar_type() != type) {
+    scratch = at::empty({layout.out, layout.in}, at::TensorOptions().dtype(type));
+  } else {
+    scratch.resize_({layout.out, layout.in});
+  }
+  const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    loader::DequantizeLinearWeightRows(weight, scratch, begin * kOutputsPerTask,
+                                       std::min(layout.out, end * kOutputsPerTask));
+  };
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  const at::Tensor dense = type == x.scalar_type() ? scratch : scratch.to(x.scalar_type());
+  // The unquantized model's own product for these rows (SmallBatchLinear up to 256 F32 rows
+  // when the BLAS lacks AVX-512 sgemm, else BLAS / oneDNN).
+  return Linear(x, dense, bias.defined() ? bias.to(x.scalar_type()) : at::Tensor());
+}
+
+}  // namespace placer::model

@@ -1,0 +1,43 @@
+// x @ W^T + bias where W is a packed quantized weight (loader/quantized_layout.h), read in its
+// packed bytes: a decode step's few rows go through kernels that decode each block in
+// registers and multiply it with every row while it is there (never a float copy of the
+// weight); more rows (prompt chunks) dequantize one weight at a time into a per-thread scratch
+// buffer that is reused, then run ATen's GEMM in the compute dtype.
+//
+// The kernels compute each product as fma(q, s, m) · x in float32 — exactly the weight
+// loader::DequantizeLinearWeight gives — accumulated in float32 in one fixed order per
+// output (16 or 8 lanes, then a fixed lane sum), so a row's result does not depend on the
+// other rows of the call: batch invariance, as for the float kernels.
+//   kAvx512: 16 lanes (AVX-512F, BW);   kAvx2: 8 lanes (AVX2 + FMA).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace placer::model {
+
+enum class QuantIsa { kNone, kAvx2, kAvx512 };
+
+QuantIsa DetectQuantIsa();                   // the best this CPU runs (checked once)
+std::vector<QuantIsa> RunnableQuantIsas();   // every one it runs, best first
+const char* QuantIsaName(QuantIsa isa);
+
+// Rows up to which the kernels are used; more go to dequantize + GEMM.
+int64_t QuantizedLinearMaxRows(QuantIsa isa);
+
+// True when weight is a packed weight in host memory, x ([..., in]) float32 or BF16 on the
+// CPU with `in` matching, and bias undefined or a contiguous [out] float32 / BF16.
+bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// The kernels of `isa` (not kNone, runnable here) for any number of rows; result in x's dtype
+// (BF16 rounded once from the float32 sum). Requires QuantizedLinearApplies.
+at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, QuantIsa isa);
+
+// What the model calls: the kernels up to QuantizedLinearMaxRows (DetectQuantIsa), else the
+// weight dequantized into the calling thread's scratch buffer and ATen's linear.
+at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+}  // namespace placer::model

@@ -1,0 +1,129 @@
+// --quantize end to end: `placer plan` sizes the decoder layers' linear weights by their packed
+// bytes (embeddings and lm_head at the checkpoint's dtype, said in the plan), so a model that
+// does not fit a virtual GPU in BF16 fits it in int4; a real placerd with the same flags loads
+// it there and serves tokens over gRPC; a bad --quantize is refused naming the flag.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "client/placer_client.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace placer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+// 4 layers of ~1.2 MB in BF16 (~0.33 MB in int4, groups of 128) and 0.15 MB embeddings.
+constexpr char kModelArgs[] =
+    " --arch llama --layers 4 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 --vocab 300"
+    " --seed 5 --dtype BF16";
+// Room on cuda:0 for the int4 model and its reserves, not for the BF16 one; cpu takes the rest.
+constexpr char kDevices[] = "cuda:0=4MiB,cpu=1GiB";
+constexpr char kLimits[] = " --max-seq-len 64 --max-batch-size 2";
+
+class Quantize : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("placer-quantize-e2e-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    const CommandResult made = RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " +
+                                          dir_.string() + kModelArgs);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  nlohmann::json Plan(const std::string& extra) {
+    const CommandResult plan =
+        RunCommand(std::string(PLACER_CLI_PATH) + " plan " + dir_.string() + " --devices " +
+                   kDevices + kLimits + " --format json " + extra);
+    EXPECT_EQ(plan.exit_code, 0) << plan.output;
+    try {
+      return nlohmann::json::parse(plan.output);
+    } catch (const nlohmann::json::exception& e) {
+      ADD_FAILURE() << e.what() << ": " << plan.output;
+      return {};
+    }
+  }
+
+  static uint64_t WeightsOn(const nlohmann::json& plan, const std::string& device) {
+    for (const auto& entry : plan.at("devices")) {
+      if (entry.at("name") == device) return entry.at("weights_bytes").get<uint64_t>();
+    }
+    return 0;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Quantize, Int4FitsAVirtualGpuWhereBf16DoesNotAndServesTokens) {
+  const nlohmann::json bf16 = Plan("");
+  const nlohmann::json int4 = Plan("--quantize int4");
+  ASSERT_FALSE(bf16.is_null());
+  ASSERT_FALSE(int4.is_null());
+  EXPECT_GT(WeightsOn(bf16, "cpu"), 0u) << "BF16 was expected not to fit cuda:0:\n" << bf16.dump(2);
+  EXPECT_EQ(WeightsOn(int4, "cpu"), 0u) << "int4 was expected to fit cuda:0:\n" << int4.dump(2);
+  EXPECT_EQ(int4.at("device_map"), nlohmann::json({{"", 0}})) << int4.dump(2);
+  // Packed bytes: 4 layers at 0.5625 bytes per linear weight (+ norms), then BF16 embeddings
+  // and head (2 x 300 x 256 x 2 bytes) and the final norm.
+  const uint64_t linear = 4 * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 512 * 256);
+  const uint64_t expected = linear / 128 * (8 + 64) + 4 * 2 * 256 * 2 + 2 * 300 * 256 * 2 + 256 * 2;
+  EXPECT_EQ(WeightsOn(int4, "cuda:0"), expected);
+  EXPECT_NE(int4.at("quantize").at("summary").get<std::string>().find("lm_head stay BF16"),
+            std::string::npos)
+      << int4.dump(2);
+  EXPECT_EQ(int4.at("quantize").at("group_size"), 128);
+
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--devices", kDevices,
+                                          "--max-seq-len", "64", "--max-batch-size", "2",
+                                          "--quantize", "int4"}));
+  ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("Quantized: --quantize int4 (groups of 128)"), std::string::npos)
+      << daemon.Log();
+  client::PlacerClient client({ports.target(), seconds(20)});
+  v1::GenerateRequest request;
+  for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);
+  request.mutable_params()->set_max_new_tokens(6);
+  request.mutable_params()->set_ignore_eos(true);
+  std::vector<int32_t> tokens;
+  std::string finish;
+  const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
+    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+    if (!r.finish_reason().empty()) finish = r.finish_reason();
+  });
+  ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+  EXPECT_EQ(tokens.size(), 6u);
+  EXPECT_EQ(finish, "length");
+  // Greedy tokens are the argmax of Forward over what came before (same packed weights).
+  std::vector<int32_t> context = {1, 50, 60, 7};
+  for (int32_t token : tokens) {
+    v1::ForwardRequest forward;
+    for (int32_t id : context) forward.add_token_ids(id);
+    auto logits = client.Forward(forward);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const std::string& data = logits->logits().data();
+    ASSERT_EQ(data.size(), 300 * sizeof(float));
+    const float* values = reinterpret_cast<const float*>(data.data());
+    EXPECT_EQ(std::max_element(values, values + 300) - values, token);
+    context.push_back(token);
+  }
+}
+
+TEST_F(Quantize, BadQuantizeFlagsAreRefusedNamingTheFlag) {
+  const CommandResult scheme = RunCommand(std::string(PLACER_CLI_PATH) + " plan " +
+                                          dir_.string() + " --quantize int3");
+  EXPECT_NE(scheme.exit_code, 0);
+  EXPECT_NE(scheme.output.find("--quantize"), std::string::npos) << scheme.output;
+  const CommandResult group = RunCommand(std::string(PLACER_CLI_PATH) + " plan " + dir_.string() +
+                                         " --quantize int4 --quantize-group-size 64");
+  EXPECT_NE(group.exit_code, 0);
+  EXPECT_NE(group.output.find("--quantize-group-size 64"), std::string::npos) << group.output;
+}
+
+}  // namespace
+}  // namespace placer::testing

@@ -1,0 +1,143 @@
+// The packed-weight products on every instruction set this CPU runs, against float64 products
+// of the exactly dequantized weight (odd shapes, int8 per channel and in groups with scalar
+// tails, int4 in groups of 32 and 128, with and without bias, F32 and BF16 inputs); each row's
+// result bit-identical alone and inside any batch; prompt chunks through the dequantized GEMM.
+#include "model/quantized_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "loader/quantized_weight.h"
+
+namespace placer::model {
+namespace {
+
+using loader::PackedLayout;
+
+at::Tensor Random(std::vector<int64_t> shape, int seed) {
+  at::manual_seed(seed);
+  return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
+}
+
+at::Tensor Pack(int bits, int64_t out, int64_t in, int64_t group, int seed) {
+  const PackedLayout layout{bits, out, in, group};
+  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(Random({out, in}, seed), layout, "w");
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  return *packed;
+}
+
+struct Shape {
+  int bits;
+  int64_t out, in, group;
+};
+
+const std::vector<Shape>& Shapes() {
+  static const std::vector<Shape> shapes = {
+      {8, 1, 1, 1},    {8, 3, 7, 7},      {8, 65, 33, 33},   {8, 130, 100, 100},
+      {8, 5, 96, 24},  {8, 17, 257, 257}, {8, 66, 64, 16},   {4, 1, 32, 32},
+      {4, 3, 64, 32},  {4, 65, 96, 32},   {4, 130, 256, 128}, {4, 7, 384, 128},
+  };
+  return shapes;
+}
+
+void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
+                          const at::Tensor& bias, double relative) {
+  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+  const at::Tensor x64 = x.to(at::kDouble);
+  at::Tensor reference = at::matmul(x64, w64.t());
+  if (bias.defined()) reference = reference + bias.to(at::kDouble);
+  const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
+  const at::Tensor error = (y.to(at::kDouble) - reference).abs();
+  const at::Tensor allowed = reference.abs() * relative + magnitude * 2e-6;
+  ASSERT_TRUE(at::all(error <= allowed).item<bool>())
+      << "worst error " << (error - allowed).max().item<double>() << " beyond the tolerance";
+}
+
+TEST(QuantizedLinear, EveryRunnableIsaMatchesAFloat64Reference) {
+  const std::vector<QuantIsa> isas = RunnableQuantIsas();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+  for (QuantIsa isa : isas) {
+    SCOPED_TRACE(QuantIsaName(isa));
+    int seed = 1;
+    for (const Shape& shape : Shapes()) {
+      const at::Tensor packed = Pack(shape.bits, shape.out, shape.in, shape.group, ++seed);
+      ASSERT_TRUE(loader::IsPackedWeight(packed));
+      for (int64_t rows : {1, 2, 5, 9}) {
+        for (int bias_kind = 0; bias_kind < 2; ++bias_kind) {
+          SCOPED_TRACE(testing::Message() << "bits " << shape.bits << " out " << shape.out
+                                          << " in " << shape.in << " group " << shape.group
+                                          << " rows " << rows << " bias " << bias_kind);
+          const at::Tensor x = Random({rows, shape.in}, ++seed);
+          const at::Tensor bias = bias_kind == 1 ? Random({shape.out}, ++seed) : at::Tensor();
+          ASSERT_TRUE(QuantizedLinearApplies(x, packed, bias));
+          const at::Tensor y = QuantizedLinearKernel(x, packed, bias, isa);
+          ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
+          ASSERT_EQ(y.scalar_type(), at::kFloat);
+          ExpectMatchesFloat64(y, x, packed, bias, 1e-6);
+          // BF16 activations: products of the BF16 inputs, one rounding of the result.
+          const at::Tensor x16 = x.to(at::kBFloat16);
+          const at::Tensor y16 = QuantizedLinearKernel(x16, packed, bias, isa);
+          ASSERT_EQ(y16.scalar_type(), at::kBFloat16);
+          ExpectMatchesFloat64(y16, x16, packed, bias, std::ldexp(1.0, -8));
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizedLinear, ARowIsTheSameAloneAndInAnyBatch) {
+  for (QuantIsa isa : RunnableQuantIsas()) {
+    for (int bits : {8, 4}) {
+      SCOPED_TRACE(testing::Message() << QuantIsaName(isa) << " bits " << bits);
+      const at::Tensor packed = Pack(bits, 301, 256, bits == 8 ? 256 : 32, 8);
+      const at::Tensor x = Random({11, 256}, 7);
+      const at::Tensor bias = Random({301}, 9);
+      const at::Tensor batched = QuantizedLinearKernel(x, packed, bias, isa);
+      for (int64_t r = 0; r < 11; ++r) {
+        const at::Tensor alone = QuantizedLinearKernel(x.narrow(0, r, 1), packed, bias, isa);
+        EXPECT_TRUE(at::equal(alone[0], batched[r])) << "row " << r;
+        const at::Tensor shifted = at::cat({x.narrow(0, (r + 3) % 11, 1), x.narrow(0, r, 1)});
+        EXPECT_TRUE(at::equal(QuantizedLinearKernel(shifted, packed, bias, isa)[1], batched[r]))
+            << "row " << r << " second of two";
+      }
+    }
+  }
+}
+
+TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
+  // F32 and BF16 rows both (BF16 dequantizes into a BF16 buffer).
+  for (int bits : {8, 4}) {
+    const at::Tensor packed = Pack(bits, 70, 128, 32, 3);
+    const at::Tensor x = Random({3, 50, 128}, 4);  // 150 rows: beyond the kernels
+    ASSERT_GT(150, QuantizedLinearMaxRows(DetectQuantIsa()));
+    const at::Tensor y = QuantizedLinear(x, packed, at::Tensor());
+    ASSERT_EQ(y.sizes(), (at::IntArrayRef{3, 50, 70}));
+    ExpectMatchesFloat64(y.reshape({150, 70}), x.reshape({150, 128}), packed, at::Tensor(), 1e-5);
+    // BF16 rows: the weight dequantized into a BF16 buffer (one rounding per weight), BF16 GEMM.
+    const at::Tensor x16 = x.reshape({150, 128}).to(at::kBFloat16);
+    const at::Tensor y16 = QuantizedLinear(x16, packed, at::Tensor());
+    ASSERT_EQ(y16.scalar_type(), at::kBFloat16);
+    const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+    const at::Tensor reference = at::matmul(x16.to(at::kDouble), w64.t());
+    const at::Tensor magnitude = at::matmul(x16.to(at::kDouble).abs(), w64.abs().t());
+    EXPECT_TRUE(at::all((y16.to(at::kDouble) - reference).abs() <= magnitude * std::ldexp(1.0, -7))
+                    .item<bool>());
+    // A smaller weight afterwards reuses the thread's buffer and is still right.
+    const at::Tensor small = Pack(bits, 9, 64, 32, 5);
+    const at::Tensor xs = Random({140, 64}, 6);
+    ExpectMatchesFloat64(QuantizedLinear(xs, small, at::Tensor()), xs, small, at::Tensor(), 1e-5);
+  }
+}
+
+TEST(QuantizedLinear, OnlyPackedWeightsAndMatchingInputsApply) {
+  const at::Tensor packed = Pack(4, 8, 64, 32, 1);
+  EXPECT_TRUE(QuantizedLinearApplies(Random({2, 64}, 2), packed, at::Tensor()));
+  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 63}, 2), packed, at::Tensor()));
+  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 64}, 2), Random({8, 64}, 3), at::Tensor()));
+  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 64}, 2), packed, Random({9}, 3)));
+  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 64}, 2).to(at::kDouble), packed, at::Tensor()));
+}
+
+}  // namespace
+}  // namespace placer::model
