@@ -18,6 +18,7 @@ RuntimePlan RuntimePlan::FromPlan(const placement::Plan& plan) {
   runtime.prefetch = plan.sizing.prefetch;
   if (plan.offload_staged) runtime.staging_slots = plan.staging_slots;
   runtime.offload_dir = plan.sizing.offload_dir;
+  runtime.other_stage_blocks = plan.other_stage_blocks;
   return runtime;
 }
 

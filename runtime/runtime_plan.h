@@ -29,6 +29,9 @@ struct RuntimePlan {
   // plan found room for one only (then prefetch is off).
   int staging_slots = 2;
   std::string offload_dir;  // where converted copies of disk tensors are written
+  // Blocks (modules, e.g. "model.layers.5") that other pipeline stages run: never bound here;
+  // the pipeline hook carries the activations across them.
+  std::vector<std::string> other_stage_blocks;
 
   // Everything on the CPU: what a caller gets with no plan at all.
   static RuntimePlan AllOnCpu();
