@@ -120,8 +120,14 @@ absl::StatusOr<std::string> StageLink::Read(const std::string& key,
     const std::vector<uint8_t> value = impl_->store->get(key);
     return std::string(value.begin(), value.end());
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("rendezvous store ", options_.rendezvous, ": no ",
-                                               key, " within ", timeout.count(), "ms"));
+    const std::string what = e.what();
+    if (what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos) {
+      return absl::UnavailableError(absl::StrCat("rendezvous store ", options_.rendezvous, ": no ",
+                                                 key, " within ", timeout.count(), "ms"));
+    }
+    return absl::UnavailableError(absl::StrCat("rendezvous store ", options_.rendezvous,
+                                               ": lost while waiting for ", key, ": ",
+                                               what.substr(0, what.find('\n'))));
   }
 }
 

@@ -83,13 +83,11 @@ json PlanSummary(const placement::Plan& plan, const placement::StageShare& share
               {"devices", devices}};
 }
 
-// Every rank: the leader's cut, then this rank's share planned over its own devices.
+// Every rank: this rank's share of the leader's cut, planned over its own devices.
 absl::StatusOr<placement::Plan> PlanOwnShare(runtime::StageLink& link, const StageOptions& stages,
                                              const std::string& model_dir,
                                              const placement::PlacementOptions& placement,
-                                             placement::StageShare* share) {
-  PLACER_ASSIGN_OR_RETURN(json cut, ReadJson(link, "group/cut", stages.rendezvous_timeout));
-  if (cut.contains("refused")) return absl::FailedPreconditionError(cut["refused"].get<std::string>());
+                                             const json& cut, placement::StageShare* share) {
   std::vector<uint64_t> capacities = cut["capacities"].get<std::vector<uint64_t>>();
   PLACER_ASSIGN_OR_RETURN(std::vector<placement::StageShare> shares,
                           placement::SplitStages(model_dir, capacities));
@@ -110,6 +108,19 @@ absl::StatusOr<placement::Plan> PlanOwnShare(runtime::StageLink& link, const Sta
                                    : json{{"error", std::string(plan.status().message())}};
   PLACER_RETURN_IF_ERROR(link.Publish(absl::StrCat("rank/", stages.rank, "/plan"), published.dump()));
   return plan;
+}
+
+// The leader's store goes when the leader exits: it waits (briefly) until every worker read
+// its refusal, so each one can say why it stops.
+void AwaitRefusalSeen(runtime::StageLink& link) {
+  for (int rank = 1; rank < link.size(); ++rank) {
+    (void)link.Read(absl::StrCat("rank/", rank, "/refusal-seen"), std::chrono::seconds(5));
+  }
+}
+
+absl::Status WorkerRefused(runtime::StageLink& link, const std::string& refused) {
+  (void)link.Publish(absl::StrCat("rank/", link.rank(), "/refusal-seen"), "1");
+  return absl::FailedPreconditionError(absl::StrCat("the leader refused the group: ", refused));
 }
 
 }  // namespace
@@ -154,11 +165,16 @@ absl::StatusOr<StageAssignment> JoinStageGroup(const StageOptions& stages,
     }
     if (!refused.empty()) cut = json{{"refused", refused}};
     PLACER_RETURN_IF_ERROR(store.Publish("group/cut", cut.dump()));
-    if (!refused.empty()) return absl::FailedPreconditionError(absl::StrCat("rendezvous refused: ", refused));
+    if (!refused.empty()) {
+      AwaitRefusalSeen(store);
+      return absl::FailedPreconditionError(absl::StrCat("rendezvous refused: ", refused));
+    }
   }
 
+  PLACER_ASSIGN_OR_RETURN(json cut, ReadJson(store, "group/cut", stages.rendezvous_timeout));
+  if (cut.contains("refused")) return WorkerRefused(store, cut["refused"].get<std::string>());
   absl::StatusOr<placement::Plan> plan =
-      PlanOwnShare(store, stages, model_dir, placement, &assignment.share);
+      PlanOwnShare(store, stages, model_dir, placement, cut, &assignment.share);
 
   if (stages.rank == 0) {
     std::string refused = plan.ok() ? "" : std::string(plan.status().message());
@@ -188,13 +204,14 @@ absl::StatusOr<StageAssignment> JoinStageGroup(const StageOptions& stages,
       }
     }
     PLACER_RETURN_IF_ERROR(store.Publish("group/plans", json{{"refused", refused}}.dump()));
-    if (!refused.empty()) return absl::FailedPreconditionError(absl::StrCat("rendezvous refused: ", refused));
+    if (!refused.empty()) {
+      AwaitRefusalSeen(store);
+      return absl::FailedPreconditionError(absl::StrCat("rendezvous refused: ", refused));
+    }
   } else {
     PLACER_ASSIGN_OR_RETURN(json verdict, ReadJson(store, "group/plans", stages.rendezvous_timeout));
     const std::string refused = verdict.value("refused", "");
-    if (!refused.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat("the leader refused the group: ", refused));
-    }
+    if (!refused.empty()) return WorkerRefused(store, refused);
   }
   if (!plan.ok()) return plan.status();
   assignment.plan = *std::move(plan);
