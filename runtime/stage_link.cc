@@ -206,8 +206,21 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
       message.kind = static_cast<StageMessageKind>(header[0]);
       message.step = header[1];
       const int64_t layout_ints = header[2], rows = header[3], width = header[4];
-      const auto dtype = static_cast<at::ScalarType>(header[5]);
+      const int64_t dtype_code = header[5];
       if (message.kind == StageMessageKind::kHeartbeat) continue;
+      // A peer is trusted no further than its header: bounded sizes, a known kind and dtype.
+      constexpr int64_t kMaxInts = int64_t{1} << 24, kMaxElements = int64_t{1} << 32;
+      const bool known_dtype = dtype_code == static_cast<int64_t>(at::kFloat) ||
+                               dtype_code == static_cast<int64_t>(at::kBFloat16) ||
+                               dtype_code == static_cast<int64_t>(at::kHalf) ||
+                               (rows == 0 && width == 0);
+      if ((message.kind != StageMessageKind::kStep && message.kind != StageMessageKind::kStepFailed) ||
+          layout_ints < 0 || layout_ints > kMaxInts || rows < 0 || width < 0 ||
+          (width > 0 && rows > kMaxElements / width) || !known_dtype) {
+        return absl::UnavailableError(absl::StrCat(
+            StageName(from, options_.size), ": sent a malformed header (kind ", header[0],
+            ", ", layout_ints, " layout ints, ", rows, "x", width, ", dtype ", dtype_code, ")"));
+      }
       if (layout_ints > 0) {
         at::Tensor layout = BufferFor(buffers.layout, layout_ints, at::kLong);
         ReceiveTensor(*impl_->group, layout, from, options_.timeout);
@@ -218,6 +231,7 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
           message.layout.assign(ints, ints + layout_ints);
         }
       }
+      const auto dtype = static_cast<at::ScalarType>(known_dtype ? dtype_code : 0);
       if (rows * width > 0) {
         at::Tensor hidden =
             BufferFor(buffers.hidden[static_cast<int>(dtype)], rows * width, dtype);

@@ -114,6 +114,20 @@ TEST_F(Stages, TwoStagesGiveTheSingleProcessAnswers) {
   EXPECT_EQ(info->device_map().at("model.embed_tokens"), "node0:cuda:0");
   EXPECT_EQ(info->device_map().at("model.layers.3"), "node1:cuda:0");
   EXPECT_EQ(info->device_map().at("lm_head"), "node0:cuda:0");
+
+  // The leader's metrics: every stage's memory by node, the bytes sent, the time waited.
+  const std::optional<std::string> scrape = HttpGet(group.leader().metrics_port, "/metrics");
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_NE(scrape->find("placer_stages 2"), std::string::npos) << *scrape;
+  EXPECT_NE(scrape->find("placer_stage_device_memory_planned_bytes{node=\"node1\",device=\"cuda:0\",kind=\"weights\"}"),
+            std::string::npos) << *scrape;
+  auto value_of = [&](const std::string& name) {
+    const size_t at = scrape->find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(scrape->substr(at + name.size() + 2));
+  };
+  // Every step sent at least its hidden states: 128 floats per row.
+  EXPECT_GT(value_of("placer_stage_sent_bytes_total"), 3 * 8 * 128 * 4.0);
+  EXPECT_GT(value_of("placer_stage_wait_seconds_total"), 0.0);
 }
 
 TEST_F(Stages, ThreeStagesGiveTheSingleProcessAnswers) {
