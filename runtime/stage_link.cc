@@ -207,6 +207,7 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
       message.step = header[1];
       const int64_t layout_ints = header[2], rows = header[3], width = header[4];
       const int64_t dtype_code = header[5];
+      if (closing_) return absl::CancelledError("the link is closing");
       if (message.kind == StageMessageKind::kHeartbeat) continue;
       // A peer is trusted no further than its header: bounded sizes, a known kind and dtype.
       constexpr int64_t kMaxInts = int64_t{1} << 24, kMaxElements = int64_t{1} << 32;
@@ -241,6 +242,7 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
       return message;
     }
   } catch (const std::exception& e) {
+    if (closing_) return absl::CancelledError("the link is closing");
     const std::string what = c10::GetExceptionString(e);
     if (what.find("Timed out") != std::string::npos) {
       return absl::UnavailableError(absl::StrCat(StageName(from, options_.size), ": no answer within ",

@@ -70,6 +70,10 @@ class StageLink {
   // tensor lives in a buffer reused by the next Receive from that peer.
   absl::StatusOr<StageMessage> Receive(int from);
 
+  // Makes Receive return CANCELLED at its next message or deadline (a receiver thread that
+  // heartbeats would otherwise keep waiting for good), so its owner can stop it.
+  void Close() { closing_ = true; }
+
   // A thread that sends `to` a heartbeat whenever nothing was sent to it for a third of the
   // timeout, until the link is destroyed (or a send fails).
   void StartHeartbeats(int to);
@@ -85,6 +89,7 @@ class StageLink {
   std::unique_ptr<Impl> impl_;
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> receive_wait_ns_{0};
+  std::atomic<bool> closing_{false};
 };
 
 }  // namespace placer::runtime

@@ -13,7 +13,8 @@ StagePipeline::~StagePipeline() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  // The receiver notices within one timeout (its Receive's deadline).
+  // The receiver notices at the next heartbeat, or within one timeout.
+  link_->Close();
   if (receiver_.joinable()) receiver_.join();
 }
 

@@ -211,6 +211,18 @@ TEST_F(Stages, AWorkerExitsWhenItsLeaderDies) {
   EXPECT_NE(group.rank(1).process->Log().find("stage 0"), std::string::npos) << group.Logs();
 }
 
+TEST_F(Stages, SigtermDrainsTheLeaderAndEndsTheGroup) {
+  StageGroup group(dir_->string(), 2, GroupFlags("2s"));
+  ASSERT_TRUE(group.WaitServing(seconds(90))) << group.Logs();
+  group.rank(0).process->Signal(SIGTERM);
+  const std::optional<int> leader_exit = group.rank(0).process->WaitExit(seconds(15));
+  ASSERT_TRUE(leader_exit.has_value()) << "the leader hung on exit\n" << group.Logs();
+  EXPECT_EQ(*leader_exit, 0);
+  const std::optional<int> worker_exit = group.rank(1).process->WaitExit(seconds(10));
+  ASSERT_TRUE(worker_exit.has_value()) << group.Logs();
+  EXPECT_NE(*worker_exit, 0);
+}
+
 TEST_F(Stages, RanksThatDisagreeAreRefusedNamingTheDifference) {
   StageGroup group(dir_->string(), 2, GroupFlags(), [](int rank) {
     return rank == 1 ? std::vector<std::string>{"--dtype", "BF16"} : std::vector<std::string>{};
