@@ -16,6 +16,7 @@
 #include "placement/byte_size.h"
 #include "placement/plan_command.h"
 #include "placement/plan_flags.h"
+#include "placement/stage_plan.h"
 
 namespace {
 
@@ -132,6 +133,10 @@ int main(int argc, char** argv) {
   plan->add_option("--module-tree", plan_args.module_tree_path,
                    "plan a hypothetical model from a module-tree JSON instead");
   placer::placement::AddPlacementFlags(*plan, plan_args.placement);
+  std::string plan_nodes;
+  plan->add_option("--nodes", plan_nodes,
+                   "plan a pipeline group instead: a JSON array with one --devices string per "
+                   "node, in rank order (each node's share planned over its devices)");
   plan->add_option("--dtype", plan_args.placement.dtype, "compute dtype (default: the checkpoint's)");
   plan->add_option("--format", plan_args.format, "output format")
       ->check(CLI::IsMember({"table", "json"}));
@@ -179,7 +184,10 @@ int main(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError(
           "plan: give exactly one of CHECKPOINT_DIR and --module-tree TREE.json"));
     }
-    const absl::Status planned = placer::placement::RunPlanCommand(plan_args, std::cout);
+    const absl::Status planned =
+        plan_nodes.empty()
+            ? placer::placement::RunPlanCommand(plan_args, std::cout)
+            : placer::placement::RunGroupPlanCommand(plan_args, plan_nodes, std::cout);
     return planned.ok() ? 0 : Fail(planned);
   }
   if (generate->parsed()) return placer::client::RunGenerate(client, generate_args);

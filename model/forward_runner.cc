@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/decode_attention.h"
+#include "model/stage_layout.h"
+#include "runtime/stage_pipeline.h"
 #include "model/tensor_ops.h"
 #include "base/status_macros.h"
 
@@ -78,7 +80,8 @@ absl::Status DecoderOnlyModel::AllocateKvCache(const ModelRuntime& runtime) {
   std::vector<KvBlockPool::LayerPlacement> layers;
   for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
     const size_t block = static_cast<size_t>(first_layer_block_ + layer);
-    layers.push_back({runner_->torch_device(block), runner_->block(block).execution_device.Name()});
+    layers.push_back({runner_->torch_device(block), runner_->block(block).execution_device.Name(),
+                      !runner_->block(block).other_stage});
   }
   PLACER_ASSIGN_OR_RETURN(
       auto pool,
@@ -152,6 +155,9 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
     const float* data = logits.data_ptr<float>();
     out.values.assign(data, data + logits.numel());
     return out;
+  } catch (const runtime::StageUnavailable& e) {
+    UndoStep(state);
+    return absl::UnavailableError(absl::StrCat("forward pass failed: ", e.what()));
   } catch (const c10::Error& e) {
     UndoStep(state);
     const std::string what = e.what_without_backtrace();
@@ -170,7 +176,14 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
 at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
   runtime::BlockRunner::Pass pass(*runner_);
   const size_t head = runner_->block_count() - 1;
+  bool other_stages = false;
   for (size_t block = 0; block < runner_->block_count(); ++block) {
+    other_stages = other_stages || runner_->block(block).other_stage;
+  }
+  if (other_stages) pass.SetLayout(EncodeStageLayout(state.sequences));
+  for (size_t block = 0; block < runner_->block_count(); ++block) {
+    // Another stage's layers: the pipeline hook on the block before them carried the pass there.
+    if (runner_->block(block).other_stage) continue;
     if (block == head && !all_positions) {
       // Only each sequence's last row is sampled from: the lm_head skips the others.
       std::vector<int64_t> last_rows;
@@ -185,6 +198,36 @@ at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
     pass.Exit({&state.hidden});
   }
   return pass.Finish(std::move(state.hidden));
+}
+
+absl::StatusOr<at::Tensor> DecoderOnlyModel::RunStage(const std::vector<int64_t>& layout,
+                                                     at::Tensor hidden) const {
+  if (!hidden.defined() || hidden.dim() != 2 || hidden.size(1) != config_.hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stage step: hidden states must be [rows, ", config_.hidden_size, "]"));
+  }
+  PLACER_ASSIGN_OR_RETURN(DecodedLayout decoded,
+                          DecodeStageLayout(layout, hidden.size(0), kv_pool_, ring_window_));
+  try {
+    c10::InferenceMode inference;
+    BlockState state;
+    state.hidden = std::move(hidden);
+    state.sequences = decoded.sequences;
+    for (const SequenceRows& rows : state.sequences) {
+      if (rows.cache != nullptr) rows.cache->BeginStep(rows.length);
+    }
+    runtime::BlockRunner::Pass pass(*runner_);
+    for (size_t block = 0; block < runner_->block_count(); ++block) {
+      if (runner_->block(block).other_stage) continue;
+      RunBlock(block, pass.Enter(block, {&state.hidden}), state);
+      pass.Exit({&state.hidden});
+    }
+    return pass.Finish(std::move(state.hidden)).contiguous();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("stage step failed: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("stage step failed: ", e.what()));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(

@@ -67,6 +67,11 @@ class DecoderOnlyModel : public CausalLm {
                                 const std::vector<int32_t>& token_ids) const final;
   absl::StatusOr<Logits> ExtendBatch(const std::vector<SequenceStep>& batch) const final;
   int64_t vocab_size() const final { return config_.vocab_size; }
+  // A later pipeline stage's share of the leader's pass: this process's blocks (decoder
+  // layers) over `hidden` [rows, width], the rows as the leader described them
+  // (model/stage_layout.h). The hidden states after them, in host memory; a bad layout or a
+  // failed block is an error (the KV caches are the leader's and are left as they were read).
+  absl::StatusOr<at::Tensor> RunStage(const std::vector<int64_t>& layout, at::Tensor hidden) const;
   int64_t max_positions() const final { return max_positions_; }
 
  protected:

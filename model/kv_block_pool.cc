@@ -13,6 +13,7 @@ KvBlockPool::KvBlockPool(std::vector<LayerPlacement> layers, int64_t blocks,
                          std::shared_ptr<runtime::RuntimeAccounting> accounting)
     : layers_(std::move(layers)), block_count_(blocks), accounting_(std::move(accounting)) {
   for (const LayerPlacement& layer : layers_) {
+    if (!layer.held) continue;
     if (std::find(devices_.begin(), devices_.end(), layer.device_name) == devices_.end()) {
       devices_.push_back(layer.device_name);
     }
@@ -30,6 +31,11 @@ absl::StatusOr<std::shared_ptr<KvBlockPool>> KvBlockPool::Create(
   std::shared_ptr<KvBlockPool> pool(new KvBlockPool(std::move(layers), blocks, std::move(accounting)));
   try {
     for (const LayerPlacement& layer : pool->layers_) {
+      if (!layer.held) {
+        pool->keys_.emplace_back();
+        pool->values_.emplace_back();
+        continue;
+      }
       const auto options = at::TensorOptions().dtype(dtype).device(layer.device);
       // Never zeroed: a position is always written before attention reads it.
       pool->keys_.push_back(at::empty({kv_heads, blocks * kBlockPositions, head_dim}, options));

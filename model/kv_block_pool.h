@@ -25,6 +25,8 @@ class KvBlockPool {
   struct LayerPlacement {
     at::Device device;
     std::string device_name;  // placer's name ("cuda:1") for accounting
+    // False for a layer another pipeline stage runs: no keys or values here.
+    bool held = true;
   };
   static constexpr int64_t kBlockPositions = placement::kKvBlockPositions;
 

@@ -18,7 +18,18 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, std::vector<int32_t> blocks,
   if (ring()) contiguous_ = false;
 }
 
-KvCache::~KvCache() { pool_->Give(blocks_); }
+KvCache::~KvCache() {
+  if (!mirrored_) pool_->Give(blocks_);
+}
+
+std::unique_ptr<KvCache> KvCache::Mirror(std::shared_ptr<KvBlockPool> pool,
+                                         std::vector<int32_t> blocks, int64_t capacity,
+                                         int64_t window, int64_t length) {
+  auto cache = std::make_unique<KvCache>(std::move(pool), std::move(blocks), capacity, window);
+  cache->mirrored_ = true;
+  cache->length_ = length;
+  return cache;
+}
 
 int64_t KvCache::SlotOf(int64_t position) const {
   constexpr int64_t kBlock = KvBlockPool::kBlockPositions;

@@ -26,6 +26,12 @@ class KvCache final : public SequenceCache {
   KvCache(std::shared_ptr<KvBlockPool> pool, std::vector<int32_t> blocks, int64_t capacity,
           int64_t window = 0);
   ~KvCache() override;
+  // Another pipeline stage's view of a sequence the leader holds: the same block table (every
+  // stage's pool has the same blocks for its own layers) at `length` positions. The blocks stay
+  // the leader's: nothing is given back when the view goes.
+  static std::unique_ptr<KvCache> Mirror(std::shared_ptr<KvBlockPool> pool,
+                                         std::vector<int32_t> blocks, int64_t capacity,
+                                         int64_t window, int64_t length);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -70,6 +76,7 @@ class KvCache final : public SequenceCache {
   int64_t capacity_;
   int64_t window_;
   int64_t length_ = 0;
+  bool mirrored_ = false;  // Mirror: the blocks belong to the leader's cache
   // Consecutive blocks, no ring: the keys are one slice of the pool, read and written in place.
   bool contiguous_ = true;
   int64_t step_tokens_ = 0;

@@ -101,6 +101,9 @@ struct Plan {
   // when GPUs exist (and for disk blocks, why not cpu).
   std::vector<std::pair<std::string, std::string>> reasons;
   std::vector<PlacementStep> steps;  // empty for a validated user map
+  // A pipeline stage's plan: the blocks the other stages run, never bound here
+  // (placement/stage_plan.h).
+  std::vector<std::string> other_stage_blocks;
 };
 
 }  // namespace placer::placement

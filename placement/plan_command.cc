@@ -9,6 +9,7 @@
 #include "placement/device_map_validation.h"
 #include "placement/memory_flags.h"
 #include "placement/model_module_tree.h"
+#include "placement/module_subtree.h"
 #include "placement/module_tree_json.h"
 #include "placement/plan_report.h"
 #include "placement/planner.h"
@@ -152,6 +153,9 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
       std::any_of(devices.begin(), devices.end(),
                   [](const DeviceInfo& device) { return device.device.is_gpu(); });
   PLACER_ASSIGN_OR_RETURN(ModelToPlan model, LoadModel(args, real_gpus));
+  if (!args.stage_modules.empty()) {
+    PLACER_ASSIGN_OR_RETURN(model.spec, SubtreeSpec(model.spec, args.stage_modules));
+  }
   PLACER_ASSIGN_OR_RETURN(ModuleTree tree, ModuleTree::Build(model.spec, model.compute_dtype));
 
   PlanOptions options;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +50,9 @@ struct PlanCommandArgs {
   std::string module_tree_path;  // module_tree_path
   std::string format = "table";  // table | json
   PlacementOptions placement;
+  // A pipeline stage's share (placement/stage_plan.h): plan only the tensors under these
+  // blocks; empty plans the whole model.
+  std::vector<std::string> stage_modules;
 };
 
 absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args);

@@ -22,6 +22,9 @@ struct BlockCall {
   // The weights the block computes with: its bound weights unless a hook (staging) set others.
   // Valid until the block's Exit.
   const BlockWeights* weights = nullptr;
+  // The pass's rows as the model describes them (BlockRunner::Pass::SetLayout), opaque here:
+  // what a hook that carries the activations to another pipeline stage sends along.
+  const std::vector<int64_t>* layout = nullptr;
 };
 
 class BlockHook {

@@ -52,7 +52,7 @@ BlockRunner::Pass::~Pass() {
 const BlockWeights& BlockRunner::Pass::Enter(size_t block,
                                              std::initializer_list<at::Tensor*> inputs) {
   const BoundBlock& bound = runner_.blocks_[block];
-  call_ = BlockCall{block, &bound, inputs, &bound.weights};
+  call_ = BlockCall{block, &bound, inputs, &bound.weights, &layout_};
   for (const auto& hook : runner_.hooks_) hook->Enter(call_);
   return *call_.weights;
 }

@@ -51,6 +51,9 @@ class BlockRunner {
     Pass(const Pass&) = delete;
     Pass& operator=(const Pass&) = delete;
 
+    // The pass's rows (sequences, positions, KV blocks) as the model encodes them, for hooks
+    // that carry the pass to another stage; before the first Enter.
+    void SetLayout(std::vector<int64_t> layout) { layout_ = std::move(layout); }
     // Runs the hooks' Enter for `block` over its inputs and returns the weights it computes
     // with, valid until its Exit.
     const BlockWeights& Enter(size_t block, std::initializer_list<at::Tensor*> inputs);
@@ -63,6 +66,7 @@ class BlockRunner {
     BlockRunner& runner_;
     std::unique_lock<std::mutex> lock_;
     BlockCall call_;
+    std::vector<int64_t> layout_;
     bool finished_ = false;
   };
 

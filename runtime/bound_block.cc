@@ -1,5 +1,7 @@
 #include "runtime/bound_block.h"
 
+#include <algorithm>
+
 #include <c10/util/Exception.h>
 
 #include <map>
@@ -140,6 +142,14 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
   std::vector<BoundBlock> bound_blocks;
   for (BlockSpec& spec : blocks) {
     BoundBlock bound;
+    if (std::find(plan.other_stage_blocks.begin(), plan.other_stage_blocks.end(), spec.module) !=
+        plan.other_stage_blocks.end()) {
+      bound.other_stage = true;
+      bound.weights_device = bound.execution_device = Device::Cpu();
+      bound.spec = std::move(spec);
+      bound_blocks.push_back(std::move(bound));
+      continue;
+    }
     bool first = true;
     std::string first_tensor;
     for (const BlockTensor& tensor : spec.tensors) {
@@ -207,6 +217,7 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
   }
   try {
     for (BoundBlock& block : bound_blocks) {
+      if (block.other_stage) continue;
       for (const BlockTensor& tensor : block.spec.tensors) {
         if (tensor.absent) {
           block.weights.emplace_back();

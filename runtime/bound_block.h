@@ -21,6 +21,9 @@ struct BoundBlock {
   Device weights_device;    // where the plan put its weights
   Device execution_device;  // where its arithmetic runs: its GPU, or the execution device when staged
   bool staged = false;      // weights copied onto the execution device for each use
+  // Run by another pipeline stage (RuntimePlan::other_stage_blocks): no weights here, never
+  // entered; the model skips it.
+  bool other_stage = false;
   // On the execution device, or (when staged) the source the staging copies from; undefined
   // for an absent slot.
   BlockWeights weights;

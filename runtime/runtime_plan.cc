@@ -19,6 +19,7 @@ RuntimePlan RuntimePlan::FromPlan(const placement::Plan& plan) {
   if (plan.offload_staged) runtime.staging_slots = plan.staging_slots;
   runtime.offload_dir = plan.sizing.offload_dir;
   runtime.quantize = plan.sizing.quantize;
+  runtime.other_stage_blocks = plan.other_stage_blocks;
   return runtime;
 }
 

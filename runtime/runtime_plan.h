@@ -32,6 +32,9 @@ struct RuntimePlan {
   std::string offload_dir;  // where converted copies of disk tensors are written
   // --quantize: decoder-layer linear weights packed at load (BlockTensor::linear).
   loader::QuantizeOptions quantize;
+  // Blocks (modules, e.g. "model.layers.5") that other pipeline stages run: never bound here;
+  // the pipeline hook carries the activations across them.
+  std::vector<std::string> other_stage_blocks;
 
   // Everything on the CPU: what a caller gets with no plan at all.
   static RuntimePlan AllOnCpu();

@@ -3,6 +3,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "server/auth_credentials.h"
 #include "server/build_info.h"
@@ -39,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   if (!options.metrics_listen.empty()) {
     daemon->metrics_.AddCollectable(std::make_shared<ServedModelMetrics>(
         &daemon->model_, LiveDeviceProbe(options.placement)));
+    if (options.stages.enabled()) daemon->metrics_.AddCollectable(daemon->stage_metrics_);
     if (NvGpuMetrics::Available()) {
       daemon->metrics_.AddCollectable(std::make_shared<NvGpuMetrics>());
     }
@@ -114,7 +117,28 @@ absl::Status Daemon::LoadModel() {
   model_.Set(loading);
   spdlog::info("loading model {}", options_.model_dir);
   const auto started = std::chrono::steady_clock::now();
-  auto loaded = LoadServedModel(options_.model_dir, options_.placement);
+  absl::StatusOr<ModelSnapshot> loaded = absl::UnknownError("not loaded");
+  if (options_.stages.enabled()) {
+    auto leader = StageLeader::Join(options_.stages, options_.model_dir, options_.placement,
+                                    [this](const absl::Status& status) { OnStageFailure(status); });
+    if (leader.ok()) {
+      stage_leader_ = *std::move(leader);
+      stage_metrics_->SetLeader(stage_leader_.get());
+      spdlog::info("pipeline leader of {} stages: decoder layers {}..{} here",
+                   options_.stages.stages, stage_leader_->share().first_layer,
+                   stage_leader_->share().end_layer - 1);
+      loaded = LoadServedModel(options_.model_dir, options_.placement, &stage_leader_->staged_load());
+      if (loaded.ok()) {
+        if (absl::Status started_group = stage_leader_->StartServing(); !started_group.ok()) {
+          loaded = started_group;
+        }
+      }
+    } else {
+      loaded = leader.status();
+    }
+  } else {
+    loaded = LoadServedModel(options_.model_dir, options_.placement);
+  }
   if (!loaded.ok()) {
     ModelSnapshot failed = loading;
     failed.state = ModelState::kFailed;
@@ -138,6 +162,19 @@ absl::Status Daemon::LoadModel() {
   model_.Set(*std::move(loaded));
   SetServing(true);
   return absl::OkStatus();
+}
+
+void Daemon::OnStageFailure(const absl::Status& status) {
+  spdlog::error("pipeline stage failed: {}; health NOT_SERVING, running streams fail, exiting",
+                std::string(status.message()));
+  SetServing(false);
+  // Long enough for the streams' UNAVAILABLE to reach their clients; the group is restarted
+  // as a whole, so nothing here is worth draining.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    spdlog::default_logger()->flush();
+    std::_Exit(3);
+  }).detach();
 }
 
 void Daemon::SetServing(bool serving) {

@@ -15,6 +15,8 @@
 #include "server/inference_service.h"
 #include "server/placer_service.h"
 #include "server/request_gate.h"
+#include "server/stage_leader.h"
+#include "server/stage_metrics.h"
 
 namespace placer::server {
 
@@ -41,6 +43,9 @@ class Daemon {
  private:
   explicit Daemon(const DaemonOptions& options);
   void SetServing(bool serving);
+  // A pipeline stage failed: NOT_SERVING, and exit non-zero once the running streams were
+  // told (so Kubernetes recreates the group).
+  void OnStageFailure(const absl::Status& status);
 
   DaemonOptions options_;
   // Before metrics_: the exposer's thread reads the model at scrape time until it stops.
@@ -57,6 +62,8 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;  // --health-listen: health service only
   int grpc_port_ = 0;
+  std::unique_ptr<StageLeader> stage_leader_;  // --stages > 1 on rank 0
+  std::shared_ptr<StageMetrics> stage_metrics_ = std::make_shared<StageMetrics>();
 };
 
 }  // namespace placer::server

@@ -100,6 +100,8 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
                  "most stop strings one Generate request may give (each at most 256 bytes)")
       ->check(CLI::Range(0, 1024));
   placement::AddPlacementFlags(app, options.placement);
+  StageFlags stage_flags;
+  AddStageFlags(app, stage_flags);
   app.add_option("--dtype", options.placement.dtype,
                  "compute dtype: auto (default: the checkpoint's; F16 as BF16 without a real "
                  "GPU), F32, BF16, or F16 (real GPUs only); the plan is sized in it")
@@ -151,6 +153,14 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   if (status.ok() && !drain.ok()) {
     status = absl::InvalidArgumentError(
         absl::StrCat("--drain-timeout: ", drain.status().message()));
+  }
+  if (status.ok()) {
+    auto stages = ResolveStageOptions(stage_flags, [](const char* name) { return std::getenv(name); });
+    if (stages.ok()) {
+      options.stages = *stages;
+    } else {
+      status = stages.status();
+    }
   }
   if (!status.ok()) {
     outcome.message = absl::StrCat("placerd: ", status.message());

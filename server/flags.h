@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/plan_command.h"
+#include "server/stage_flags.h"
 
 namespace placer::server {
 
@@ -36,6 +37,8 @@ struct DaemonOptions {
   // Placement flags, shared with `placer plan` so both plan the same way; the model loads
   // from the plan they make.
   placement::PlacementOptions placement;
+  // A pipeline group over several placerd processes (stage_flags.h); stages 1 is none.
+  StageOptions stages;
 };
 
 // What the command line asked for: options to run with, or text to print and an exit code

@@ -14,6 +14,7 @@
 #include "server/daemon.h"
 #include "server/flags.h"
 #include "server/logging.h"
+#include "server/stage_worker_process.h"
 
 namespace {
 
@@ -61,6 +62,23 @@ int main(int argc, char** argv) {
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
   spdlog::info("compute: {} thread(s), BLAS {}", placer::model::ComputeThreads(),
                placer::model::BlasLibraryInUse());
+
+  if (options.stages.enabled() && options.stages.rank > 0) {
+    // A worker stage: nothing to drain (the leader holds the streams); SIGTERM ends it.
+    std::atomic<int> exit_code{-1};
+    std::thread worker([&] {
+      exit_code = placer::server::RunStageWorker(options);
+      pthread_kill(main_thread, SIGUSR1);
+    });
+    int signal_number = 0;
+    while (sigwait(&stop_signals, &signal_number) == 0) {
+      if (signal_number == SIGHUP) continue;
+      if (signal_number == SIGUSR1 && exit_code.load() < 0) continue;
+      break;
+    }
+    spdlog::default_logger()->flush();
+    std::_Exit(signal_number == SIGUSR1 ? exit_code.load() : 0);
+  }
 
   auto daemon = placer::server::Daemon::Start(options);
   if (!daemon.ok()) {

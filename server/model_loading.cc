@@ -41,14 +41,23 @@ void LoadTokenizer(const loader::Checkpoint& checkpoint, ModelSnapshot* snapshot
 }  // namespace
 
 absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
-                                              placement::PlacementOptions placement) {
+                                              placement::PlacementOptions placement,
+                                              const StagedLoad* staged) {
 
   // Open validates the whole checkpoint from its headers (no tensor data), so every file
   // error is reported by the loader before planning reads the same headers again.
   PLACER_ASSIGN_OR_RETURN(auto checkpoint, loader::Checkpoint::Open(dir));
 
   placement.gpu_probe = placement::CudaGpuProbe();
-  PLACER_ASSIGN_OR_RETURN(auto plan, placement::BuildPlan({dir, "", "table", placement}));
+  placement::Plan plan;
+  if (staged != nullptr) {
+    plan = staged->plan;
+  } else {
+    placement::PlanCommandArgs args;
+    args.checkpoint_dir = dir;
+    args.placement = placement;
+    PLACER_ASSIGN_OR_RETURN(plan, placement::BuildPlan(args));
+  }
   spdlog::info("compute dtype {}: {}", std::string(loader::DTypeName(*plan.sizing.compute_dtype)),
                plan.sizing.compute_dtype_source);
   spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
@@ -63,7 +72,9 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   for (const placement::DevicePlan& device : plan.devices)
     device_names.push_back(device.device.Name());
   auto accounting = std::make_shared<runtime::RuntimeAccounting>(device_names);
-  auto model = model::LoadPlacedModel(checkpoint, plan, accounting);
+  auto model = model::LoadPlacedModel(checkpoint, plan, accounting,
+                                      staged != nullptr ? staged->hooks
+                                                        : std::vector<std::shared_ptr<runtime::BlockHook>>{});
   if (!model.ok()) return model.status();
 
   ModelSnapshot snapshot;
@@ -77,7 +88,8 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   LoadTokenizer(*checkpoint, &snapshot);
   snapshot.model = std::move(*model);
   PLACER_ASSIGN_OR_RETURN(snapshot.generation, model::ReadGenerationDefaults(*checkpoint));
-  for (const auto& [module, device] : plan.device_map) {
+  if (staged != nullptr) snapshot.device_map = staged->group_device_map;
+  for (const auto& [module, device] : staged != nullptr ? decltype(plan.device_map){} : plan.device_map) {
     // GPUs are integers in Hugging Face's maps; the proto map holds them as "0", "1", ...
     const nlohmann::json hf_device = placement::DeviceToHfJson(device);
     snapshot.device_map.emplace_back(

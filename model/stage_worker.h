@@ -1,0 +1,17 @@
+// What a pipeline stage other than the leader does all its life: receive a step from the
+// previous stage, run its decoder layers over it (DecoderOnlyModel::RunStage), pass the hidden
+// states on to the next stage (the leader, after the last one), and keep the next stage alive
+// with heartbeats while it computes or idles.
+#pragma once
+
+#include "absl/status/status.h"
+#include "model/causal_lm.h"
+#include "runtime/stage_link.h"
+
+namespace placer::model {
+
+// Returns only when the group is gone: the previous stage stopped answering or the next one
+// cannot be reached (UNAVAILABLE naming it). A step that fails here is passed on as failed.
+absl::Status ServeStageSteps(const CausalLm& model, runtime::StageLink& link);
+
+}  // namespace placer::model
