@@ -70,7 +70,9 @@ def hugging_face(model_dir):
     on_gpu = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type == "cuda")
     ids = torch.tensor([PROMPT], device="cuda:0")
     with torch.inference_mode():
-        tokens = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(PROMPT):]
+        # min_new_tokens: placer is asked with --ignore-eos; a random model may emit EOS early.
+        tokens = model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                do_sample=False)[0, len(PROMPT):]
         speeds = {}
         for batch in (1, 8):
             torch.cuda.synchronize()
