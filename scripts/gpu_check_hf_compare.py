@@ -29,6 +29,8 @@ PROMPT = [(7 + 31 * i) % VOCAB for i in range(16)]
 NEW_TOKENS = 32
 GPU_BUDGET_MIB = 1200  # about half of the ~2.3 GB of F32 weights: both must offload
 CPU_BUDGET = "64GiB"
+# Only for a smoke test of the placer half without a GPU (e.g. "--devices cuda:0=4GiB").
+PLACERD_EXTRA = os.environ.get("PLACER_HF_PLACERD_FLAGS", "").split()
 
 
 def tool(name):
@@ -68,7 +70,9 @@ def hugging_face(model_dir):
     on_gpu = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type == "cuda")
     ids = torch.tensor([PROMPT], device="cuda:0")
     with torch.inference_mode():
-        tokens = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(PROMPT):]
+        # min_new_tokens: placer is asked with --ignore-eos; a random model may emit EOS early.
+        tokens = model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                do_sample=False)[0, len(PROMPT):]
         speeds = {}
         for batch in (1, 8):
             torch.cuda.synchronize()
@@ -90,7 +94,9 @@ class Placerd:
         self.proc = subprocess.Popen(
             [tool("placerd"), "--listen", self.target, "--model", model_dir, "--offload-dir",
              offload_dir, "--max-memory", f"0={gpu_budget_mib}MiB,cpu={CPU_BUDGET}",
-             "--max-batch-size", "8"], stdout=self.log, stderr=subprocess.STDOUT, env=ENV)
+             # A KV reserve sized to this run (16 + 32 tokens), not to the model's 2048
+             # positions: HF reserves none, and the budgets should buy weights in both.
+             "--max-seq-len", "256", "--max-batch-size", "8", *PLACERD_EXTRA], stdout=self.log, stderr=subprocess.STDOUT, env=ENV)
         deadline = time.time() + 180
         while time.time() < deadline:
             info = self.cli("info", "--json", check=False)
@@ -128,12 +134,12 @@ def placer(model_dir, offload_dir, gpu_budget_mib):
         info = json.loads(daemon.cli("info", "--json"))
         if info.get("state") != "ready":
             raise SystemExit(f"placerd failed to load: {info.get('error')}\n{daemon.tail()}")
-        on_gpu = sum(int(d.get("weightsBytes", 0)) for d in info["devices"] if d["name"].startswith("cuda"))
+        on_gpu = sum(int(d.get("weights_bytes", 0)) for d in info["devices"] if d["name"].startswith("cuda"))
         out = daemon.cli("generate", *map(str, PROMPT), "--max-new-tokens", str(NEW_TOKENS),
                          "--temperature", "0", "--ignore-eos")
         tokens = [int(t) for t in out.splitlines()[0].split()]
         speeds = {b: daemon.bench(b)["aggregate_tokens_per_second"] for b in (1, 8)}
-        return tokens, on_gpu, speeds, info.get("deviceMap", {})
+        return tokens, on_gpu, speeds, info.get("device_map", {})
     finally:
         daemon.stop()
 

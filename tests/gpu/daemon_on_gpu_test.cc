@@ -109,7 +109,9 @@ TEST_F(DaemonOnGpu, ProbeReportsTheCardsMemoryAndThePlanUsesIt) {
   // ~120 MiB of F32 weights fit many times over: the planner put all of them on the GPU.
   EXPECT_GT(cuda0->weights_bytes(), 100 * kMiB);
   for (const v1::DeviceInfo& device : info->devices()) {
-    if (device.name() != "cuda:0") EXPECT_EQ(device.weights_bytes(), 0u) << device.name();
+    if (device.name() != "cuda:0") {
+      EXPECT_EQ(device.weights_bytes(), 0u) << device.name();
+    }
   }
   std::printf("gpu-check: probe total %.0f MiB free %.0f MiB, nvidia-smi total %.0f MiB, "
               "weights on cuda:0 %.1f MiB\n",
