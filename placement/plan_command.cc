@@ -91,7 +91,9 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
       config, checkpoint.tensors, KvCacheBytesPerLayer(config, limits, dtype), model.quantize);
   if (!spec.ok()) return spec.status();
   model.spec = *std::move(spec);
-  model.activation_reserve_bytes = ActivationReserveBytes(config, limits, dtype);
+  model.activation_reserve_bytes =
+      ActivationReserveBytes(config, limits, dtype) +
+      DequantizedWeightReserveBytes(config, model.quantize.enabled(), dtype);
   model.compute_dtype = dtype;
   model.limits = limits;
   model.kv_cache_blocks = KvCacheBlocks(limits, config.shared_attention_window());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "loader/architectures/architecture.h"
+
 namespace placer::placement {
 namespace {
 
@@ -67,6 +69,18 @@ std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,
   const std::uint64_t layer = Add(Mul(Mul(tokens, per_token), e), scores);
   const std::uint64_t logits = Mul(Mul(batch, NonNegative(config.vocab_size)), e + 4);
   return std::max(layer, logits);
+}
+
+std::uint64_t DequantizedWeightReserveBytes(const loader::ModelConfig& config, bool quantized,
+                                            loader::DType compute_dtype) {
+  if (!quantized) return 0;
+  std::uint64_t largest = 0;
+  const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
+  for (const loader::TensorDescription* slot : architecture.Slots()) {
+    if (slot->linear == loader::LinearWeight::kNone || slot->shape.size() != 2) continue;
+    largest = std::max(largest, Mul(NonNegative(slot->shape[0]), NonNegative(slot->shape[1])));
+  }
+  return Mul(largest, loader::DTypeSize(compute_dtype));
 }
 
 }  // namespace placer::placement

@@ -51,4 +51,11 @@ std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
 std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,
                                      const ServingLimits& limits, loader::DType compute_dtype);
 
+// Under --quantize, one product may hold its weight dequantized: the reused buffer of prompt
+// chunks on the CPU, the per-product dequantization on a GPU. The largest linear weight of a
+// decoder layer (loader::LinearWeight slots) in `e` bytes per element; 0 without quantization.
+// Added to the activation reserve.
+std::uint64_t DequantizedWeightReserveBytes(const loader::ModelConfig& config, bool quantized,
+                                            loader::DType compute_dtype);
+
 }  // namespace placer::placement

@@ -8,6 +8,7 @@
 #include "loader/model_config.h"
 #include "placement/model_module_tree.h"
 #include "placement/plan_command.h"
+#include "placement/reserves.h"
 
 namespace placer::placement {
 namespace {
@@ -85,6 +86,14 @@ TEST(QuantizedTree, ShapesTheSchemeCannotPackAreRefusedNamingTheTensor) {
       << spec.status();
   EXPECT_NE(spec.status().message().find("does not divide the 96 inputs"), std::string::npos)
       << spec.status();
+}
+
+TEST(QuantizedTree, TheActivationReserveHoldsTheLargestLinearWeightDequantized) {
+  const loader::ModelConfig config = Config(kLlama);
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, false, loader::DType::kBF16), 0u);
+  // gate/up/down: 256 x 128, the largest of the layer's linear weights.
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, loader::DType::kBF16), 256u * 128 * 2);
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, loader::DType::kF32), 256u * 128 * 4);
 }
 
 TEST(QuantizedTree, AModuleTreeCannotBeQuantized) {
