@@ -63,7 +63,7 @@ void GenerationEngine::Finish(Job& job, absl::StatusOr<FinishReason> outcome) {
 
 EngineFigures GenerationEngine::Figures() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {static_cast<int>(queue_.size()), static_cast<int>(running_.size()), steps_};
+  return CurrentFigures();
 }
 
 absl::StatusOr<FinishReason> GenerationEngine::Generate(const GenerationRequest& request,
@@ -149,14 +149,13 @@ bool GenerationEngine::Admit() {
                  running_.end());
   // In arrival order, each with the KV blocks for its whole length, so that a running stream
   // never runs out later; the first that does not get them waits for blocks to come back.
-  bool admitted = false;
   while (static_cast<int>(running_.size()) < limits_.max_batch_size && !queue_.empty()) {
     Job& job = *queue_.front();
     auto sequence = model_->NewSequence(static_cast<int64_t>(job.request.prompt.size()) +
                                         job.request.max_new_tokens);
     if (absl::IsResourceExhausted(sequence.status())) {
       held_for_blocks_ = true;
-      PublishAdmissions(admitted);
+      PublishIfChanged();
       return false;
     }
     if (!sequence.ok()) {
@@ -167,32 +166,45 @@ bool GenerationEngine::Admit() {
       running_.push_back(queue_.front());
     }
     queue_.pop_front();
-    admitted = true;
   }
   held_for_blocks_ = false;
-  PublishAdmissions(admitted);
+  PublishIfChanged();
   return true;
 }
 
-void GenerationEngine::PublishAdmissions(bool admitted) {
-  // Before the new streams' first tokens: a client holding one sees itself counted running.
-  if (admitted && on_step_) {
-    on_step_(0, {static_cast<int>(queue_.size()), static_cast<int>(running_.size()), steps_});
-  }
+EngineFigures GenerationEngine::CurrentFigures() const {
+  return {static_cast<int>(queue_.size()), static_cast<int>(running_.size()), steps_};
+}
+
+bool GenerationEngine::Unpublished() const {
+  const EngineFigures now = CurrentFigures();
+  return now.queued != published_.queued || now.running != published_.running;
+}
+
+void GenerationEngine::PublishIfChanged() {
+  if (!Unpublished()) return;
+  published_ = CurrentFigures();
+  if (on_step_) on_step_(0, published_);
 }
 
 void GenerationEngine::RunEngine() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    work_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
+    // Also wakes for a request that left the queue while nothing ran, to publish it.
+    work_.wait(lock, [&] {
+      return stopping_ || !queue_.empty() || !running_.empty() || Unpublished();
+    });
     if (stopping_) return;
     DropStopped();
-    if (!Admit() && running_.empty()) {
+    const bool waiting_for_blocks = !Admit();
+    if (running_.empty()) {
+      // The last streams may have left between steps (cancelled, abandoned): the gauges must
+      // not keep counting them.
+      PublishIfChanged();
       // KV blocks held outside this scheduler: look again shortly.
-      work_.wait_for(lock, std::chrono::milliseconds(10));
+      if (waiting_for_blocks) work_.wait_for(lock, std::chrono::milliseconds(10));
       continue;
     }
-    if (running_.empty()) continue;
     std::vector<std::shared_ptr<Job>> running = running_;
     lock.unlock();
     const int step_sequences = Step(running);
@@ -211,8 +223,8 @@ void GenerationEngine::RunEngine() {
     DropStopped();
     Admit();
     if (on_step_) {
-      const EngineFigures after{static_cast<int>(queue_.size()),
-                                   static_cast<int>(running_.size()), steps_};
+      const EngineFigures after = CurrentFigures();
+      published_ = after;
       lock.unlock();
       on_step_(step_sequences, after);
       lock.lock();

@@ -39,8 +39,8 @@ class GenerationEngine {
   using Clock = std::chrono::steady_clock;
   // After every step: the sequences that step advanced together, and running/queued after it
   // (for the batch-size histogram and the queue and running gauges); also with 0 sequences
-  // when requests join the batch, before their first tokens (called with the lock held then,
-  // so it must not call back into the engine).
+  // whenever running or queued changed between steps (called with the lock held then, so it
+  // must not call back into the engine).
   using StepObserver = std::function<void(int step_sequences, const EngineFigures& after)>;
   // Called on the caller's thread for each generated token (a stop token id ends generation
   // and is not passed on); the answer says whether generation goes on.
@@ -75,7 +75,12 @@ class GenerationEngine {
   // when the first waiting one is held back for blocks. mutex_ held, engine thread only.
   bool Admit();
   void DropStopped();  // mutex_ held: requests whose caller stopped them
-  void PublishAdmissions(bool admitted);  // mutex_ held
+  // mutex_ held. The observer hears running/queued whenever they changed since it last heard
+  // them, also between steps: when requests join the batch (before their first tokens, so a
+  // client holding one sees itself counted) and when the last streams leave.
+  void PublishIfChanged();
+  bool Unpublished() const;             // mutex_ held
+  EngineFigures CurrentFigures() const;  // mutex_ held
   int Step(std::vector<std::shared_ptr<Job>>& running);  // sequences advanced
   void Finish(Job& job, absl::StatusOr<FinishReason> outcome);  // mutex_ held
 
@@ -88,6 +93,7 @@ class GenerationEngine {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> running_;
   uint64_t steps_ = 0;
+  EngineFigures published_;  // what on_step_ heard last
   bool held_for_blocks_ = false;  // the first queued request waits for KV blocks
   bool stopping_ = false;
   std::thread engine_;

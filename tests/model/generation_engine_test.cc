@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -174,6 +175,32 @@ TEST_F(Scheduling, AFullQueueIsRefusedAtOnceAndCancellationFreesTheCache) {
   Outcome served = second.get();
   ASSERT_TRUE(served.finish.ok()) << served.finish.status();
   EXPECT_EQ(served.tokens.size(), 3u);
+  EXPECT_TRUE(KvCacheReturns());
+}
+
+// A stream stopped between steps (its client left just after the engine reported a step) is
+// dropped at the top of the next loop, with nothing left to run: the observer must still hear
+// that nothing runs, or the running gauge keeps counting a stream that is gone.
+TEST_F(Scheduling, TheObserverHearsTheLastStreamLeaveBetweenSteps) {
+  std::mutex heard_mutex;
+  EngineFigures heard;
+  std::atomic<bool> stepped{false};
+  GenerationEngine engine(*model_, {1, 64, 1}, [&](int step_sequences, const EngineFigures& after) {
+    std::lock_guard<std::mutex> lock(heard_mutex);
+    heard = after;
+    if (step_sequences > 0) stepped = true;
+  });
+  auto finish = engine.Generate(Request({1, 2, 3}, 400), Clock::now() + std::chrono::seconds(60),
+                                [&] { return stepped.load(); },
+                                [](const model::SampledToken&) { return TokenVerdict::kContinue; });
+  ASSERT_TRUE(finish.ok()) << finish.status();
+  EXPECT_EQ(*finish, FinishReason::kCancelled);
+  const auto heard_idle = [&] {
+    std::lock_guard<std::mutex> lock(heard_mutex);
+    return heard.running == 0 && heard.queued == 0;
+  };
+  for (int i = 0; i < 500 && !heard_idle(); ++i) usleep(10000);
+  EXPECT_TRUE(heard_idle()) << "the observer last heard " << heard.running << " running";
   EXPECT_TRUE(KvCacheReturns());
 }
 
