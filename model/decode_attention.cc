@@ -17,60 +17,77 @@
 namespace placer::model {
 namespace {
 
+// T: the pool's and q/k/v/out's element type (float or BFloat16). Scores, softmax and the
+// weighted sum of values are float either way; a BF16 row is rounded once, at the end.
+template <typename T>
 struct Operands {
-  const float* q;
-  const float* k;
-  const float* v;
+  const T* q;
+  const T* k;
+  const T* v;
   int64_t q_row, k_row, v_row;  // row strides
-  float* key_pool;               // [kv_heads, pool_positions, head_dim]
-  float* value_pool;
+  T* key_pool;                  // [kv_heads, pool_positions, head_dim]
+  T* value_pool;
   int64_t pool_positions;
-  float* out;  // [rows, heads * head_dim]
+  T* out;  // [rows, heads * head_dim]
   int64_t heads, kv_heads, head_dim;
   int64_t window;
   float scale;
 };
 
-__attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b, int64_t n) {
+// BF16 is the top half of a float: widening is a 16-bit shift.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadWidened(
+    const at::BFloat16* x) {
+  const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
+}
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadWidened(const float* x) {
+  return _mm256_loadu_ps(x);
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const T* b, int64_t n) {
   __m256 even = _mm256_setzero_ps();
   __m256 odd = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), even);
-    odd = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), odd);
+    even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), LoadWidened(b + i), even);
+    odd = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), LoadWidened(b + i + 8), odd);
   }
   for (; i + 8 <= n; i += 8) {
-    even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), even);
+    even = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), LoadWidened(b + i), even);
   }
   float total = HorizontalSum256(_mm256_add_ps(even, odd));
-  for (; i < n; ++i) total += a[i] * b[i];
+  for (; i < n; ++i) total += a[i] * static_cast<float>(b[i]);
   return total;
 }
 
-__attribute__((target("avx2,fma"))) void AxpyAvx2(float* y, float a, const float* x, int64_t n) {
+template <typename T>
+__attribute__((target("avx2,fma"))) void AxpyAvx2(float* y, float a, const T* x, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, LoadWidened(x + i), _mm256_loadu_ps(y + i)));
   }
-  for (; i < n; ++i) y[i] += a * x[i];
+  for (; i < n; ++i) y[i] += a * static_cast<float>(x[i]);
 }
 
-float DotPlain(const float* a, const float* b, int64_t n) {
+template <typename T>
+float DotPlain(const float* a, const T* b, int64_t n) {
   float total = 0.0f;
-  for (int64_t i = 0; i < n; ++i) total += a[i] * b[i];
+  for (int64_t i = 0; i < n; ++i) total += a[i] * static_cast<float>(b[i]);
   return total;
 }
 
-void AxpyPlain(float* y, float a, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+template <typename T>
+void AxpyPlain(float* y, float a, const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * static_cast<float>(x[i]);
 }
 
 // One decode row and one kv head: the query heads of its group.
-template <bool kAvx2>
-void AttendGroup(const Operands& op, const DecodeRow& row, int64_t kv_head) {
-  auto dot = kAvx2 ? DotAvx2 : DotPlain;
-  auto axpy = kAvx2 ? AxpyAvx2 : AxpyPlain;
+template <typename T, bool kAvx2>
+void AttendGroup(const Operands<T>& op, const DecodeRow& row, int64_t kv_head) {
+  auto dot = kAvx2 ? DotAvx2<T> : DotPlain<T>;
+  auto axpy = kAvx2 ? AxpyAvx2<T> : AxpyPlain<T>;
   const int64_t d = op.head_dim;
   const int64_t group = op.heads / op.kv_heads;
   constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
@@ -81,23 +98,29 @@ void AttendGroup(const Operands& op, const DecodeRow& row, int64_t kv_head) {
                kBlock +
            position % kBlock;
   };
-  float* keys = op.key_pool + kv_head * op.pool_positions * d;
-  float* values = op.value_pool + kv_head * op.pool_positions * d;
+  T* keys = op.key_pool + kv_head * op.pool_positions * d;
+  T* values = op.value_pool + kv_head * op.pool_positions * d;
   const int64_t newest = row.position;
-  std::memcpy(keys + slot(newest) * d, op.k + row.row * op.k_row + kv_head * d, sizeof(float) * d);
-  std::memcpy(values + slot(newest) * d, op.v + row.row * op.v_row + kv_head * d,
-              sizeof(float) * d);
+  std::memcpy(keys + slot(newest) * d, op.k + row.row * op.k_row + kv_head * d, sizeof(T) * d);
+  std::memcpy(values + slot(newest) * d, op.v + row.row * op.v_row + kv_head * d, sizeof(T) * d);
 
   const int64_t first = op.window > 0 ? std::max<int64_t>(0, newest - op.window + 1) : 0;
   const int64_t seen = newest - first + 1;
   thread_local std::vector<float> scores;
+  thread_local std::vector<float> queries;
+  thread_local std::vector<float> sums;
   scores.resize(static_cast<size_t>(group * seen));
-  const float* queries = op.q + row.row * op.q_row + kv_head * group * d;
+  queries.resize(static_cast<size_t>(group * d));
+  sums.assign(static_cast<size_t>(group * d), 0.0f);
+  const T* group_queries = op.q + row.row * op.q_row + kv_head * group * d;
+  for (int64_t i = 0; i < group * d; ++i) {
+    queries[static_cast<size_t>(i)] = static_cast<float>(group_queries[i]);
+  }
   // Each key is read once for the whole group.
   for (int64_t j = 0; j < seen; ++j) {
-    const float* key = keys + slot(first + j) * d;
+    const T* key = keys + slot(first + j) * d;
     for (int64_t g = 0; g < group; ++g) {
-      scores[static_cast<size_t>(g * seen + j)] = dot(queries + g * d, key, d) * op.scale;
+      scores[static_cast<size_t>(g * seen + j)] = dot(queries.data() + g * d, key, d) * op.scale;
     }
   }
   for (int64_t g = 0; g < group; ++g) {
@@ -111,20 +134,60 @@ void AttendGroup(const Operands& op, const DecodeRow& row, int64_t kv_head) {
     const float inverse = 1.0f / total;
     for (int64_t j = 0; j < seen; ++j) s[j] *= inverse;
   }
-  float* out = op.out + row.row * op.heads * d + kv_head * group * d;
-  std::fill(out, out + group * d, 0.0f);
   for (int64_t j = 0; j < seen; ++j) {
-    const float* value = values + slot(first + j) * d;
+    const T* value = values + slot(first + j) * d;
     for (int64_t g = 0; g < group; ++g) {
-      axpy(out + g * d, scores[static_cast<size_t>(g * seen + j)], value, d);
+      axpy(sums.data() + g * d, scores[static_cast<size_t>(g * seen + j)], value, d);
     }
   }
+  T* out = op.out + row.row * op.heads * d + kv_head * group * d;
+  for (int64_t i = 0; i < group * d; ++i) out[i] = static_cast<T>(sums[static_cast<size_t>(i)]);
 }
 
-bool RowsOfHeads(const at::Tensor& t, int64_t heads, int64_t head_dim) {
-  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.dim() == 3 &&
+bool Served(at::ScalarType type) { return type == at::kFloat || type == at::kBFloat16; }
+
+bool RowsOfHeads(const at::Tensor& t, at::ScalarType type, int64_t heads, int64_t head_dim) {
+  return t.device().is_cpu() && t.scalar_type() == type && t.dim() == 3 &&
          t.size(1) == heads && t.size(2) == head_dim && t.stride(2) == 1 &&
          t.stride(1) == head_dim;
+}
+
+template <typename T>
+void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, KvBlockPool& pool,
+                int64_t layer, int64_t window, const std::vector<DecodeRow>& rows,
+                at::Tensor& out, VectorIsa isa) {
+  at::Tensor& keys = pool.keys(layer);
+  const int64_t heads = q.size(1);
+  const int64_t head_dim = keys.size(2);
+  const Operands<T> op{q.data_ptr<T>(),
+                       k.data_ptr<T>(),
+                       v.data_ptr<T>(),
+                       q.stride(0),
+                       k.stride(0),
+                       v.stride(0),
+                       keys.data_ptr<T>(),
+                       pool.values(layer).data_ptr<T>(),
+                       keys.size(1),
+                       out.data_ptr<T>(),
+                       heads,
+                       keys.size(0),
+                       head_dim,
+                       window,
+                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
+  const bool avx2 = isa != VectorIsa::kNone;
+  const int64_t tasks = static_cast<int64_t>(rows.size()) * op.kv_heads;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const DecodeRow& row = rows[static_cast<size_t>(task / op.kv_heads)];
+      if (avx2) {
+        AttendGroup<T, true>(op, row, task % op.kv_heads);
+      } else {
+        AttendGroup<T, false>(op, row, task % op.kv_heads);
+      }
+    }
+  };
+  if (tasks == 0) return;
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
 }
 
 }  // namespace
@@ -133,15 +196,16 @@ bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& 
                             const at::Tensor& k, const at::Tensor& v) {
   const at::Tensor& keys = pool.keys(layer);
   const at::Tensor& values = pool.values(layer);
-  if (!keys.device().is_cpu() || keys.scalar_type() != at::kFloat || !keys.is_contiguous() ||
-      !values.is_contiguous() || keys.dim() != 3 || q.dim() != 3) {
+  const at::ScalarType type = keys.scalar_type();
+  if (!keys.device().is_cpu() || !Served(type) || values.scalar_type() != type ||
+      !keys.is_contiguous() || !values.is_contiguous() || keys.dim() != 3 || q.dim() != 3) {
     return false;
   }
   const int64_t kv_heads = keys.size(0);
   const int64_t head_dim = keys.size(2);
   const int64_t heads = q.size(1);
-  return kv_heads > 0 && heads % kv_heads == 0 && RowsOfHeads(q, heads, head_dim) &&
-         RowsOfHeads(k, kv_heads, head_dim) && RowsOfHeads(v, kv_heads, head_dim);
+  return kv_heads > 0 && heads % kv_heads == 0 && RowsOfHeads(q, type, heads, head_dim) &&
+         RowsOfHeads(k, type, kv_heads, head_dim) && RowsOfHeads(v, type, kv_heads, head_dim);
 }
 
 void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -151,9 +215,9 @@ void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   at::Tensor& keys = pool.keys(layer);
   const int64_t heads = q.size(1);
   const int64_t head_dim = keys.size(2);
-  TORCH_CHECK(out.is_contiguous() && out.scalar_type() == at::kFloat && out.dim() == 2 &&
+  TORCH_CHECK(out.is_contiguous() && out.scalar_type() == keys.scalar_type() && out.dim() == 2 &&
                   out.size(0) == q.size(0) && out.size(1) == heads * head_dim,
-              "DecodeAttention: out must be contiguous float [rows, heads * head_dim]");
+              "DecodeAttention: out must be contiguous [rows, heads * head_dim] of the pool's dtype");
   for (const DecodeRow& row : rows) {
     const int64_t held = static_cast<int64_t>(row.blocks->size()) * KvBlockPool::kBlockPositions;
     // Blocks holding fewer positions than the row's are a ring: its window must fit them.
@@ -162,35 +226,11 @@ void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                 "DecodeAttention: row ", row.row, " at position ", row.position,
                 " is outside its inputs or its ", held, " positions of blocks");
   }
-  const Operands op{q.data_ptr<float>(),
-                    k.data_ptr<float>(),
-                    v.data_ptr<float>(),
-                    q.stride(0),
-                    k.stride(0),
-                    v.stride(0),
-                    keys.data_ptr<float>(),
-                    pool.values(layer).data_ptr<float>(),
-                    keys.size(1),
-                    out.data_ptr<float>(),
-                    heads,
-                    keys.size(0),
-                    head_dim,
-                    window,
-                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
-  const bool avx2 = isa != VectorIsa::kNone;
-  const int64_t tasks = static_cast<int64_t>(rows.size()) * op.kv_heads;
-  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const DecodeRow& row = rows[static_cast<size_t>(task / op.kv_heads)];
-      if (avx2) {
-        AttendGroup<true>(op, row, task % op.kv_heads);
-      } else {
-        AttendGroup<false>(op, row, task % op.kv_heads);
-      }
-    }
-  };
-  if (tasks == 0) return;
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  if (keys.scalar_type() == at::kBFloat16) {
+    AttendRows<at::BFloat16>(q, k, v, pool, layer, window, rows, out, isa);
+  } else {
+    AttendRows<float>(q, k, v, pool, layer, window, rows, out, isa);
+  }
 }
 
 }  // namespace placer::model

@@ -10,6 +10,10 @@
 //
 // Batch invariance: a row's result depends only on its own query and cache (fixed summation
 // order, whatever other rows are in the call or how the rows are split among threads).
+//
+// BF16 pools (a BF16 model's KV cache) are read as they are stored, at half the bytes of
+// float; scores, softmax and the weighted sum of values are float, and each output element
+// is rounded to BF16 once.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -29,8 +33,9 @@ struct DecodeRow {
                                        // than position + 1 (KvCache)
 };
 
-// True when `layer`'s pool and q (see DecodeAttention) are what the kernel takes: float32
-// on the CPU, the pool contiguous, q/k/v rows of [heads, head_dim] contiguous inside.
+// True when `layer`'s pool and q (see DecodeAttention) are what the kernel takes: float32 or
+// BF16 on the CPU, q/k/v of the pool's dtype, the pool contiguous, q/k/v rows of
+// [heads, head_dim] contiguous inside.
 bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& q,
                             const at::Tensor& k, const at::Tensor& v);
 
@@ -38,7 +43,8 @@ bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& 
 // `layer`'s pool, then out[r] = softmax(q[r] . keys^T / sqrt(head_dim)) . values over
 // positions max(0, position - window + 1) .. position (window 0: all), each query head with
 // the kv head of its group. q: [rows, heads, head_dim], k and v: [rows, kv_heads, head_dim]
-// (any row stride), out: [rows, heads * head_dim] contiguous; rows not listed are untouched.
+// (any row stride), out: [rows, heads * head_dim] contiguous, of the pool's dtype; rows not
+// listed are untouched.
 // `isa` kNone: plain C++ loops (CPUs without AVX2; tests).
 void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      KvBlockPool& pool, int64_t layer, int64_t window,

@@ -1,12 +1,14 @@
 // DecodeAttention: the decode rows of a step over the paged pool give what CausalAttention
 // gives over the same keys (scattered blocks, grouped-query heads, sliding windows, head
 // sizes that are not a multiple of the vector width), store the new keys and values in their
-// blocks, and give a row the same bits alone as inside any batch.
+// blocks, and give a row the same bits alone as inside any batch; for float32 and BF16 pools
+// (BF16: against float attention over the same BF16 values, within one BF16 rounding).
 #include "model/decode_attention.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 #include "model/tensor_ops.h"
 
@@ -18,14 +20,19 @@ constexpr int64_t kKvHeads = 2;
 constexpr int64_t kHeadDim = 20;  // 2 vectors of 8 and a tail of 4
 constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
 
-class DecodeAttentionTest : public ::testing::TestWithParam<VectorIsa> {
+struct Operands {
+  VectorIsa isa;
+  at::ScalarType dtype;
+};
+
+class DecodeAttentionTest : public ::testing::TestWithParam<Operands> {
  protected:
   void SetUp() override {
-    if (GetParam() != VectorIsa::kNone && DetectVectorIsa() == VectorIsa::kNone) {
+    if (GetParam().isa != VectorIsa::kNone && DetectVectorIsa() == VectorIsa::kNone) {
       GTEST_SKIP() << "this CPU has no AVX2";
     }
     auto pool = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, kHeadDim,
-                                    /*blocks=*/8, at::kFloat,
+                                    /*blocks=*/8, GetParam().dtype,
                                     std::make_shared<runtime::RuntimeAccounting>(
                                         std::vector<std::string>{"cpu"}));
     ASSERT_TRUE(pool.ok()) << pool.status();
@@ -34,6 +41,10 @@ class DecodeAttentionTest : public ::testing::TestWithParam<VectorIsa> {
     pool_->keys(0).normal_();
     pool_->values(0).normal_();
   }
+
+  at::Tensor Randn(at::IntArrayRef shape) const { return at::randn(shape).to(GetParam().dtype); }
+  bool Bf16() const { return GetParam().dtype == at::kBFloat16; }
+  VectorIsa Isa() const { return GetParam().isa; }
 
   // The keys (or values) of positions 0..length-1 of a sequence, gathered from its blocks:
   // [kv_heads, length, head_dim].
@@ -51,17 +62,17 @@ TEST_P(DecodeAttentionTest, EqualsCausalAttentionOverScatteredBlocks) {
   const std::vector<std::vector<int32_t>> tables = {{5, 2}, {0}, {3, 4, 6}};
   const std::vector<int64_t> positions = {20, 0, 40};
   const int64_t rows = 3;
-  const at::Tensor q = at::randn({rows, kHeads, kHeadDim});
+  const at::Tensor q = Randn({rows, kHeads, kHeadDim});
   // Row stride wider than a row, as a view into a fused q/k/v projection has.
-  const at::Tensor kv = at::randn({rows, 2, kKvHeads, kHeadDim});
+  const at::Tensor kv = Randn({rows, 2, kKvHeads, kHeadDim});
   const at::Tensor k = kv.select(1, 0);
   const at::Tensor v = kv.select(1, 1);
   for (int64_t window : {int64_t{0}, int64_t{7}}) {
     SCOPED_TRACE(window);
     std::vector<DecodeRow> decode;
     for (int64_t r = 0; r < rows; ++r) decode.push_back({r, positions[r], &tables[r]});
-    at::Tensor out = at::full({rows, kHeads * kHeadDim}, 123.0f);
-    DecodeAttention(q, k, v, *pool_, 0, window, decode, out, GetParam());
+    at::Tensor out = at::full({rows, kHeads * kHeadDim}, 123.0f).to(GetParam().dtype);
+    DecodeAttention(q, k, v, *pool_, 0, window, decode, out, Isa());
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t length = positions[r] + 1;
       const at::Tensor keys = Gather(pool_->keys(0), tables[r], length);
@@ -69,23 +80,27 @@ TEST_P(DecodeAttentionTest, EqualsCausalAttentionOverScatteredBlocks) {
       // The new token's key and value went to its slot.
       EXPECT_TRUE(at::equal(keys.select(1, positions[r]), k[r])) << "row " << r;
       EXPECT_TRUE(at::equal(values.select(1, positions[r]), v[r])) << "row " << r;
-      const at::Tensor want = CausalAttention(q[r].unsqueeze(1), keys, values, window)
+      // In float over the same (BF16) values: the kernel computes in float and rounds once.
+      const at::Tensor want = CausalAttention(q[r].unsqueeze(1).to(at::kFloat),
+                                              keys.to(at::kFloat), values.to(at::kFloat), window)
                                   .transpose(0, 1)
                                   .reshape({kHeads * kHeadDim});
-      EXPECT_TRUE(at::allclose(out[r], want, 1e-5, 1e-5))
-          << "row " << r << " max diff " << (out[r] - want).abs().max().item<float>();
+      const at::Tensor got = out[r].to(at::kFloat);
+      const double tolerance = Bf16() ? 4e-3 : 1e-5;  // BF16: half a unit in the 8th bit, twice
+      EXPECT_TRUE(at::allclose(got, want, tolerance, tolerance))
+          << "row " << r << " max diff " << (got - want).abs().max().item<float>();
     }
   }
 }
 
 TEST_P(DecodeAttentionTest, WindowChangesTheResultOnlyPastIt) {
   const std::vector<int32_t> table = {1, 7};
-  const at::Tensor q = at::randn({1, kHeads, kHeadDim});
-  const at::Tensor k = at::randn({1, kKvHeads, kHeadDim});
-  const at::Tensor v = at::randn({1, kKvHeads, kHeadDim});
+  const at::Tensor q = Randn({1, kHeads, kHeadDim});
+  const at::Tensor k = Randn({1, kKvHeads, kHeadDim});
+  const at::Tensor v = Randn({1, kKvHeads, kHeadDim});
   auto attend = [&](int64_t position, int64_t window) {
-    at::Tensor out = at::empty({1, kHeads * kHeadDim});
-    DecodeAttention(q, k, v, *pool_, 0, window, {{0, position, &table}}, out, GetParam());
+    at::Tensor out = at::empty({1, kHeads * kHeadDim}, q.options());
+    DecodeAttention(q, k, v, *pool_, 0, window, {{0, position, &table}}, out, Isa());
     return out;
   };
   // Window wider than what is cached: the same bits as no window.
@@ -94,6 +109,7 @@ TEST_P(DecodeAttentionTest, WindowChangesTheResultOnlyPastIt) {
   // Window 1: each query head sees only the new token, so it gets its value back.
   const at::Tensor only_new = attend(25, 1).view({kKvHeads, kHeads / kKvHeads, kHeadDim});
   for (int64_t g = 0; g < kHeads / kKvHeads; ++g) {
+    // BF16: the value goes through float and back, exactly.
     EXPECT_TRUE(at::allclose(only_new.select(1, g), v[0], 1e-6, 1e-6));
   }
 }
@@ -101,21 +117,19 @@ TEST_P(DecodeAttentionTest, WindowChangesTheResultOnlyPastIt) {
 TEST_P(DecodeAttentionTest, RowIsTheSameBitsAloneAndInAnyBatch) {
   const std::vector<std::vector<int32_t>> tables = {{0, 1, 2}, {3}, {4, 6}, {5, 7}};
   const std::vector<int64_t> positions = {37, 9, 30, 17};
-  const at::Tensor q = at::randn({4, kHeads, kHeadDim});
-  const at::Tensor k = at::randn({4, kKvHeads, kHeadDim});
-  const at::Tensor v = at::randn({4, kKvHeads, kHeadDim});
-  at::Tensor alone = at::empty({4, kHeads * kHeadDim});
+  const at::Tensor q = Randn({4, kHeads, kHeadDim});
+  const at::Tensor k = Randn({4, kKvHeads, kHeadDim});
+  const at::Tensor v = Randn({4, kKvHeads, kHeadDim});
+  at::Tensor alone = at::empty({4, kHeads * kHeadDim}, q.options());
   for (int64_t r = 0; r < 4; ++r) {
-    DecodeAttention(q, k, v, *pool_, 0, 0, {{r, positions[r], &tables[r]}}, alone, GetParam());
+    DecodeAttention(q, k, v, *pool_, 0, 0, {{r, positions[r], &tables[r]}}, alone, Isa());
   }
-  at::Tensor batch = at::empty({4, kHeads * kHeadDim});
+  at::Tensor batch = at::empty({4, kHeads * kHeadDim}, q.options());
   DecodeAttention(q, k, v, *pool_, 0, 0,
                   {{3, positions[3], &tables[3]}, {1, positions[1], &tables[1]},
                    {0, positions[0], &tables[0]}, {2, positions[2], &tables[2]}},
-                  batch, GetParam());
-  EXPECT_EQ(std::memcmp(alone.data_ptr<float>(), batch.data_ptr<float>(),
-                        sizeof(float) * alone.numel()),
-            0);
+                  batch, Isa());
+  EXPECT_EQ(std::memcmp(alone.data_ptr(), batch.data_ptr(), alone.nbytes()), 0);
 }
 
 TEST(DecodeAttention, AppliesToFloatRowsOfHeadsOnTheCpu) {
@@ -137,13 +151,30 @@ TEST(DecodeAttention, AppliesToFloatRowsOfHeadsOnTheCpu) {
                                   std::make_shared<runtime::RuntimeAccounting>(
                                       std::vector<std::string>{"cpu"}));
   ASSERT_TRUE(bf16.ok());
-  EXPECT_FALSE(DecodeAttentionApplies(**bf16, 0, q, kv, kv));
+  EXPECT_FALSE(DecodeAttentionApplies(**bf16, 0, q, kv, kv)) << "float rows, a BF16 pool";
+  EXPECT_TRUE(DecodeAttentionApplies(**bf16, 0, q.to(at::kBFloat16), kv.to(at::kBFloat16),
+                                     kv.to(at::kBFloat16)));
+  EXPECT_FALSE(DecodeAttentionApplies(**pool, 0, q.to(at::kBFloat16), kv.to(at::kBFloat16),
+                                      kv.to(at::kBFloat16)))
+      << "BF16 rows, a float pool";
+  auto f16 = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, kHeadDim, 2,
+                                 at::kHalf,
+                                 std::make_shared<runtime::RuntimeAccounting>(
+                                     std::vector<std::string>{"cpu"}));
+  ASSERT_TRUE(f16.ok());
+  EXPECT_FALSE(DecodeAttentionApplies(**f16, 0, q.to(at::kHalf), kv.to(at::kHalf),
+                                      kv.to(at::kHalf)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, DecodeAttentionTest,
-                         ::testing::Values(VectorIsa::kNone, VectorIsa::kAvx2),
-                         [](const ::testing::TestParamInfo<VectorIsa>& info) {
-                           return info.param == VectorIsa::kNone ? "Plain" : "Avx2";
+INSTANTIATE_TEST_SUITE_P(IsaAndDtype, DecodeAttentionTest,
+                         ::testing::Values(Operands{VectorIsa::kNone, at::kFloat},
+                                           Operands{VectorIsa::kAvx2, at::kFloat},
+                                           Operands{VectorIsa::kNone, at::kBFloat16},
+                                           Operands{VectorIsa::kAvx2, at::kBFloat16}),
+                         [](const ::testing::TestParamInfo<Operands>& info) {
+                           return std::string(info.param.isa == VectorIsa::kNone ? "Plain"
+                                                                                 : "Avx2") +
+                                  (info.param.dtype == at::kBFloat16 ? "Bf16" : "F32");
                          });
 
 }  // namespace
