@@ -3,8 +3,10 @@
 // library placerd links (asked of dpkg and apt on this Debian machine, as the image would).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,6 +20,7 @@ struct Stage {
   std::string from;
   std::vector<std::string> runs;  // RUN commands, continuation lines joined
   std::string user;
+  std::vector<std::string> env;  // ENV NAME=value pairs, one per entry
 };
 
 std::vector<Stage> ParseDockerfile(const std::string& path) {
@@ -33,9 +36,13 @@ std::vector<Stage> ParseDockerfile(const std::string& path) {
     std::getline(words, rest);
     rest = std::regex_replace(rest, std::regex(R"(^\s+|\s+$)"), "");
     rest = std::regex_replace(rest, std::regex(R"(\s+)"), " ");
-    if (keyword == "FROM") stages.push_back({rest, {}, ""});
+    if (keyword == "FROM") stages.push_back({rest, {}, "", {}});
     if (!stages.empty() && keyword == "RUN") stages.back().runs.push_back(rest);
     if (!stages.empty() && keyword == "USER") stages.back().user = rest;
+    if (!stages.empty() && keyword == "ENV") {
+      std::istringstream pairs(rest);
+      for (std::string pair; pairs >> pair;) stages.back().env.push_back(pair);
+    }
     instruction.clear();
   };
   for (std::string line; std::getline(in, line);) {
@@ -85,6 +92,23 @@ TEST(Dockerfile, BuildStageRunsTheReadmeCommands) {
   }
   // Installing and building, nothing skipped.
   EXPECT_EQ(stages[0].runs, (std::vector<std::string>{"bash scripts/install-deps.sh", "make build"}));
+}
+
+// placerd adds these itself when they are unset, by re-executing itself once (a second load
+// of libtorch, ~0.5 s of every start): the image sets them so that a pod starts once. The
+// values are placerd's own defaults (server/thread_wait_defaults.cc).
+TEST(Dockerfile, RuntimeStageSetsTheThreadWaitDefaultsSoPlacerdStartsOnce) {
+  const std::vector<Stage> stages = ParseDockerfile(kSource + "/deploy/Dockerfile");
+  ASSERT_EQ(stages.size(), 2u);
+  const std::vector<std::string>& env = stages[1].env;
+  for (const char* pair : {"OMP_WAIT_POLICY=passive", "OPENBLAS_THREAD_TIMEOUT=4"}) {
+    EXPECT_NE(std::find(env.begin(), env.end(), pair), env.end()) << pair;
+  }
+  std::ifstream defaults(kSource + "/server/thread_wait_defaults.cc");
+  const std::string source((std::istreambuf_iterator<char>(defaults)), {});
+  for (const char* pair : {"\"OMP_WAIT_POLICY=passive\"", "\"OPENBLAS_THREAD_TIMEOUT=4\""}) {
+    EXPECT_NE(source.find(pair), std::string::npos) << "placerd's own default is no longer " << pair;
+  }
 }
 
 TEST(Dockerfile, RuntimeStageIsNonRootDebian12WithEveryLibraryPlacerdLinks) {
