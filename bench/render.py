@@ -84,11 +84,20 @@ def plots(found, results_dir):
     named = {d["benchmark"]: d for d in found}
     with tempfile.TemporaryDirectory() as work:
         if "batching" in named:
-            pts = named["batching"]["results"]["points"]
-            with open(os.path.join(work, "streams.dat"), "w") as f:
-                for p in pts:
-                    f.write(f"{p['streams']} {p['tokens_per_second']} {p['ttft']['median']} "
-                            f"{pts[0]['tokens_per_second'] * p['streams']}\n")
+            by_dtype = named["batching"]["results"]["points"]
+            if isinstance(by_dtype, list):  # results written before BF16 joined the sweep
+                by_dtype = {"F32": by_dtype}
+            for dtype, pts in by_dtype.items():
+                with open(os.path.join(work, f"streams_{dtype}.dat"), "w") as f:
+                    for p in pts:
+                        f.write(f"{p['streams']} {p['tokens_per_second']} {p['ttft']['median']} "
+                                f"{pts[0]['tokens_per_second'] * p['streams']}\n")
+            lines = []
+            for dtype in by_dtype:
+                lines += [f"'streams_{dtype}.dat' u 1:2 w lp lw 2 t 'placer {dtype} tokens/s'",
+                          f"'streams_{dtype}.dat' u 1:4 w l dt 2 t '{dtype}: linear from 1 stream'",
+                          f"'streams_{dtype}.dat' u 1:3 axes x1y2 w lp t '{dtype} time to first "
+                          "token (right axis)'"]
             out = os.path.abspath(os.path.join(results_dir, "batching.png"))
             if gnuplot(f"""set terminal png size 720,420
 set output '{out}'
@@ -96,10 +105,7 @@ set title 'Generate, small preset, 2 threads: aggregate tokens/s vs concurrent s
 set xlabel 'concurrent gRPC streams'; set ylabel 'generated tokens/s (all streams)'
 set y2label 'median time to first token (s)'; set y2tics; set ytics nomirror
 set logscale x 2; set key top left; set grid
-plot 'streams.dat' u 1:2 w lp lw 2 t 'placer tokens/s', \\
-     'streams.dat' u 1:4 w l dt 2 t 'linear scaling from 1 stream', \\
-     'streams.dat' u 1:3 axes x1y2 w lp t 'time to first token (right axis)'
-""", work):
+plot """ + ", \\\n     ".join(lines) + "\n", work):
                 made.append("batching.png")
         if "offload" in named:
             res = named["offload"]["results"]

@@ -146,17 +146,23 @@ def decode(raw):
             "results": results, "rows": rows}
 
 
+# (model, dtype) pairs bench/run measures against llama.cpp, in the order of the table.
+LLAMA_CPP_CONFIGS = (("small", "F32"), ("small", "BF16"), ("tinyllama", "BF16"))
+LLAMA_CPP_MODEL_WORDS = {"small": "small", "tinyllama": "~1.1B (TinyLlama shape)"}
+
+
 def llama_cpp_rows(raw, prompt, results):
-    """placer through gRPC against llama-bench on the same weights (GGUF), per dtype: decode and
-    prefill tokens/s, medians over the alternating rounds."""
+    """placer through gRPC against llama-bench on the same weights (GGUF), per model and dtype:
+    decode and prefill tokens/s, medians over the alternating rounds."""
     rows = []
-    for dtype in ("F32", "BF16"):
+    for model, dtype in LLAMA_CPP_CONFIGS:
+        label = f"{model}_{dtype}"
         peer_runs = []
         for name in sorted(os.listdir(raw)):
-            if name.startswith(f"llama_cpp_{dtype}_") and name.endswith(".json"):
+            if name.startswith(f"llama_cpp_{label}_") and name.endswith(".json"):
                 peer_runs.append(load_json(raw, name))
-        ours = load_jsonl(raw, f"placer_grpc_{dtype}.jsonl") if os.path.exists(
-            os.path.join(raw, f"placer_grpc_{dtype}.jsonl")) else []
+        ours = load_jsonl(raw, f"placer_grpc_{label}.jsonl") if os.path.exists(
+            os.path.join(raw, f"placer_grpc_{label}.jsonl")) else []
         if not peer_runs or not ours:
             continue
         peer_decode = statistics.median(t["avg_ts"] for r in peer_runs for t in r if t["n_gen"] > 0)
@@ -164,17 +170,18 @@ def llama_cpp_rows(raw, prompt, results):
                                          if t["n_prompt"] > 0 and t["n_gen"] == 0)
         our_decode = 1 / statistics.median(s for r in ours for s in r["step_seconds"][0])
         our_prefill = prompt / statistics.median(r["ttft_seconds"][0] for r in ours)
-        results[f"llama_cpp_{dtype}"] = {"runs": peer_runs, "placer_grpc": ours,
+        results[f"llama_cpp_{label}"] = {"runs": peer_runs, "placer_grpc": ours,
                                          "decode_tokens_per_second": peer_decode,
                                          "prefill_tokens_per_second": peer_prefill}
-        rows.append(row(f"decode tokens/s, small, batch 1, {dtype}: placer gRPC vs llama.cpp",
+        words = LLAMA_CPP_MODEL_WORDS[model]
+        rows.append(row(f"decode tokens/s, {words}, batch 1, {dtype}: placer gRPC vs llama.cpp",
                         f"{our_decode:.1f} tok/s", f"llama.cpp {peer_decode:.1f} tok/s",
                         our_decode / peer_decode, "placer / llama.cpp", "≥ 1.0",
                         our_decode / peer_decode >= 1.0))
-        rows.append(row(f"prompt tokens/s ({prompt}-token prompt), {dtype}: placer gRPC vs "
-                        "llama.cpp", f"{our_prefill:.1f} tok/s", f"llama.cpp {peer_prefill:.1f} tok/s",
-                        our_prefill / peer_prefill, "placer / llama.cpp", "≥ 1.0",
-                        our_prefill / peer_prefill >= 1.0,
+        rows.append(row(f"prompt tokens/s ({prompt}-token prompt), {words}, {dtype}: placer gRPC "
+                        "vs llama.cpp", f"{our_prefill:.1f} tok/s",
+                        f"llama.cpp {peer_prefill:.1f} tok/s", our_prefill / peer_prefill,
+                        "placer / llama.cpp", "≥ 1.0", our_prefill / peer_prefill >= 1.0,
                         "placer's figure is time to first token through gRPC"))
     return rows
 

@@ -1,13 +1,33 @@
 """Collectors of the serving sections of bench/run: batching (concurrent Generate streams),
 api (Forward through gRPC vs in process) and placement (`placer plan` on a 10,000-layer
 tree). Each takes the section's raw dir and returns "results" and README "rows"."""
+import os
 import statistics
 
 from report_common import load_json, load_jsonl, load_ns, row, stats
 
 
 def batching(raw):
-    runs = load_jsonl(raw, "streams.jsonl")
+    points, rows, samples = {}, [], {}
+    for dtype in ("F32", "BF16"):
+        name = f"streams_{dtype}.jsonl"
+        if not os.path.exists(os.path.join(raw, name)):
+            continue
+        runs = load_jsonl(raw, name)
+        samples[dtype] = runs
+        points[dtype] = batching_points(runs, dtype, rows)
+    first = next(iter(samples.values()))[0]
+    return {"what": "aggregate generated tokens/s and time to first token of N concurrent gRPC "
+                    "Generate streams on the small preset in F32 and BF16 (greedy, ignore_eos), "
+                    "served by the continuous-batching scheduler (one engine thread, shared "
+                    "forward passes); each stream count measured once per round, the median "
+                    "round reported",
+            "results": {"prompt_tokens": first["prompt_tokens"], "new_tokens": first["new_tokens"],
+                        "points": points, "samples": samples},
+            "rows": rows}
+
+
+def batching_points(runs, dtype, rows):
     by_streams = {}
     for r in runs:
         by_streams.setdefault(r["streams"], []).append(r)
@@ -16,7 +36,7 @@ def batching(raw):
     median_run = {n: sorted(rs, key=lambda r: r["aggregate_tokens_per_second"])[(len(rs) - 1) // 2]
                   for n, rs in by_streams.items()}
     one = median_run[1]["aggregate_tokens_per_second"]
-    points, rows = [], []
+    points = []
     for n in sorted(median_run):
         r = median_run[n]
         speedup = r["aggregate_tokens_per_second"] / one
@@ -27,21 +47,14 @@ def batching(raw):
         if n == 1:
             continue
         goal = "≥ 4.0" if n == 8 else None
-        rows.append(row(f"{n} concurrent Generate streams: aggregate tokens/s",
+        rows.append(row(f"{n} concurrent Generate streams, {dtype}: aggregate tokens/s",
                         f"{r['aggregate_tokens_per_second']:.1f} tok/s", f"1 stream {one:.1f} tok/s",
                         speedup, "N streams / 1 stream", goal, speedup >= 4.0 if goal else None,
                         f"median of {len(by_streams[n])} rounds; step median "
                         f"{r['step']['median'] * 1e3:.1f} ms (1 stream "
                         f"{median_run[1]['step']['median'] * 1e3:.1f} ms); time to first token "
                         f"median {r['ttft']['median']:.2f} s, max {r['ttft']['max']:.2f} s"))
-    first = runs[0]
-    return {"what": "aggregate generated tokens/s and time to first token of N concurrent gRPC "
-                    "Generate streams on the small preset (greedy, ignore_eos), served by the "
-                    "continuous-batching scheduler (one engine thread, shared forward passes); "
-                    "each stream count measured once per round, the median round reported",
-            "results": {"prompt_tokens": first["prompt_tokens"], "new_tokens": first["new_tokens"],
-                        "points": points, "samples": runs},
-            "rows": rows}
+    return points
 
 
 def pooled_latency(rounds):

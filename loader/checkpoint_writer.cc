@@ -41,9 +41,12 @@ absl::StatusOr<CheckpointSpec> PresetSpec(absl::string_view arch, absl::string_v
     } else if (preset == "medium") {
       spec.layers = 20, spec.hidden = 2048, spec.heads = 32, spec.kv_heads = 8;
       spec.intermediate = 5632, spec.vocab = 32000, spec.max_positions = 2048;
+    } else if (preset == "tinyllama") {  // TinyLlama-1.1B's shape: the bench's ~1B model
+      spec.layers = 22, spec.hidden = 2048, spec.heads = 32, spec.kv_heads = 4;
+      spec.intermediate = 5632, spec.vocab = 32000, spec.max_positions = 2048;
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown preset \"", preset, "\" (tiny, small, medium)"));
+          absl::StrCat("unknown preset \"", preset, "\" (tiny, small, medium, tinyllama)"));
     }
     return spec;
   }

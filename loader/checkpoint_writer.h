@@ -42,7 +42,8 @@ struct CheckpointSpec {
 // Whether `arch` is one of the Llama family (llama, mistral, qwen2).
 bool IsLlamaFamilyArch(absl::string_view arch);
 
-// Presets: "tiny" (~1-5M parameters), "small" (~100M), "medium" (~1B).
+// Presets: "tiny" (~1-5M parameters), "small" (~100M), "medium" (~1B); Llama family also
+// "tinyllama" (TinyLlama-1.1B's shape: 22 layers, hidden 2048, 32/4 heads, ffn 5632).
 absl::StatusOr<CheckpointSpec> PresetSpec(absl::string_view arch, absl::string_view preset);
 
 // Checks sizes are positive and consistent (heads divide hidden, ...).
