@@ -26,6 +26,18 @@ at::Tensor Conv1D(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
       SmallBatchLinearApplies(x, weight, bias, WeightLayout::kInOut)) {
     return SmallBatchLinear(x, weight, bias, isa, WeightLayout::kInOut);
   }
+  // BF16 (a BF16 GPT-2 served as it is) has no [in, out] kernel, and ATen's BF16 GEMM gives a
+  // row other bits inside a larger product: a decode step's few rows go one at a time, the
+  // same one-row product alone or batched (reading the weight once per row).
+  constexpr int64_t kRowByRowRows = 8;
+  if (x.scalar_type() != at::kFloat && x.device().is_cpu() && x.size(0) <= kRowByRowRows) {
+    at::Tensor y = at::empty({x.size(0), weight.size(1)}, x.options());
+    for (int64_t r = 0; r < x.size(0); ++r) {
+      at::Tensor row = y.narrow(0, r, 1);
+      at::addmm_out(row, bias, x.narrow(0, r, 1), weight);
+    }
+    return y;
+  }
   return at::addmm(bias, x, weight);
 }
 

@@ -111,6 +111,39 @@ TEST_P(ComputeDtype, Bf16LogitsFollowF32AndHoldHalfTheBytes) {
   }
 }
 
+// Decode rows of a BF16 model read the BF16 KV cache in the decode-attention kernel and go
+// through the few-row BF16 products: a row's logits are the same bits alone and batched.
+TEST_P(ComputeDtype, Bf16DecodeRowsAreTheSameBitsAloneAndBatched) {
+  Loaded bf16 = Load(DType::kBF16);
+  ASSERT_NE(bf16.model, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {{3, 141, 59, 26, 53}, {97, 93, 238}, {46}};
+  auto prefilled = [&](const std::vector<int32_t>& prompt) {
+    auto sequence = bf16.model->NewSequence(16);  // one KV block: six fit the 8 of Load
+    EXPECT_TRUE(sequence.ok()) << sequence.status();
+    EXPECT_TRUE(bf16.model->Extend(**sequence, prompt).ok());
+    return *std::move(sequence);
+  };
+  std::vector<std::unique_ptr<SequenceCache>> alone, batched;
+  for (const auto& prompt : prompts) {
+    alone.push_back(prefilled(prompt));
+    batched.push_back(prefilled(prompt));
+  }
+  const int64_t vocab = bf16.model->vocab_size();
+  for (int32_t token : {7, 201, 12}) {  // three decode steps, each of every sequence
+    std::vector<CausalLm::SequenceStep> steps;
+    for (auto& sequence : batched) steps.push_back({sequence.get(), {token}});
+    auto together = bf16.model->ExtendBatch(steps);
+    ASSERT_TRUE(together.ok()) << together.status();
+    for (size_t i = 0; i < alone.size(); ++i) {
+      auto one = bf16.model->Extend(*alone[i], {token});
+      ASSERT_TRUE(one.ok()) << one.status();
+      const std::vector<float> row(together->values.begin() + static_cast<int64_t>(i) * vocab,
+                                   together->values.begin() + static_cast<int64_t>(i + 1) * vocab);
+      EXPECT_EQ(row, one->values) << "sequence " << i << ", token " << token;
+    }
+  }
+}
+
 TEST_P(ComputeDtype, Bf16OnASpreadMapGivesTheSingleDeviceAnswer) {
   Loaded single = Load(DType::kBF16);
   RuntimePlan plan;
