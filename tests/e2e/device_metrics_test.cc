@@ -118,6 +118,11 @@ TEST_F(DeviceMetrics, GenerateRecordsTokensLatenciesAndDuration) {
   ASSERT_TRUE(status.ok()) << status;
   ASSERT_EQ(generated, 6u);
 
+  // The stream's last token reaches the client while the engine thread may still be reporting
+  // that step (batch size, running sequences, set together): scrape once it has.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Scrape(ports_.metrics_port).Value("placer_running_sequences") == 0; },
+      seconds(10)));
   const Exposition scrape = Scrape(ports_.metrics_port);
   EXPECT_EQ(scrape.Value("placer_prompt_tokens_total"), 3);
   EXPECT_EQ(scrape.Value("placer_generated_tokens_total"), 6);
