@@ -32,6 +32,9 @@ struct StagedModel {
   bool offload = false;  // every process gets an --offload-dir of its own
 };
 
+// Test names and failure messages show the case, not its bytes.
+void PrintTo(const StagedModel& model, std::ostream* out) { *out << model.name; }
+
 std::vector<int32_t> Tokens(int count, int salt) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < count; ++i) tokens.push_back((i * 41 + salt) % 1000 + 1);

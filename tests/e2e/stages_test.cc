@@ -272,7 +272,10 @@ TEST_F(Stages, SigtermDrainsTheLeaderAndEndsTheGroup) {
       if (HttpGet(group.leader().metrics_port, "/metrics").has_value()) ++scrapes;
     }
   });
-  while (scrapes < 3) std::this_thread::sleep_for(milliseconds(10));
+  for (int waited = 0; waited < 1000 && scrapes < 3; ++waited) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_GE(scrapes, 3) << "the leader's /metrics did not answer";
   group.rank(0).process->Signal(SIGTERM);
   const std::optional<int> leader_exit = group.rank(0).process->WaitExit(seconds(15));
   exited = true;
