@@ -1,8 +1,9 @@
 // Pipeline stages over what the one-architecture tests do not reach: BF16 compute (the hidden
 // states cross the wire as BF16, half the bytes), GPT-2 (learned positions, tied lm_head), a
-// sliding-window model (ring KV caches on every stage, prompts longer than the ring) and a
-// stage whose blocks are offloaded to disk. Each 2-stage group answers as one placerd
-// over the same checkpoint and flags: logits of every position, greedy and seeded tokens.
+// sliding-window model (ring KV caches on every stage, prompts longer than the ring) and
+// stages whose blocks are offloaded to disk (the leader's, a worker's). Each 2-stage group
+// answers as one placerd over the same checkpoint and flags: logits of every position, greedy
+// and seeded tokens.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -29,7 +30,9 @@ struct StagedModel {
   // Each rank's --devices (rank order); the single placerd gets the leader's.
   std::vector<std::string> devices;
   int64_t wire_element_bytes = 4;  // of the hidden states the leader sends
-  bool offload = false;  // every process gets an --offload-dir of its own
+  // >= 0: every process gets an --offload-dir of its own, and this rank's blocks must be
+  // staged from disk onto its GPU.
+  int offloaded_rank = -1;
 };
 
 // Test names and failure messages show the case, not its bytes.
@@ -74,7 +77,7 @@ TEST_P(StageModels, TwoStagesGiveTheSingleProcessAnswers) {
   auto flags_for = [&](int rank) {
     std::vector<std::string> flags = c.flags;
     flags.insert(flags.end(), {"--devices", c.devices[static_cast<size_t>(rank)]});
-    if (c.offload) {
+    if (c.offloaded_rank >= 0) {
       flags.insert(flags.end(), {"--offload-dir", (dir / ("offload" + std::to_string(rank))).string()});
     }
     return flags;
@@ -82,14 +85,14 @@ TEST_P(StageModels, TwoStagesGiveTheSingleProcessAnswers) {
   const StartedDaemon single_ports = PickPorts();
   std::vector<std::string> single_flags = {"--model", dir.string()};
   for (const std::string& flag : flags_for(0)) single_flags.push_back(flag);
-  if (c.offload) single_flags.back() = (dir / "offload-single").string();
+  if (c.offloaded_rank >= 0) single_flags.back() = (dir / "offload-single").string();
   DaemonProcess single(DaemonArgs(single_ports, single_flags));
   StageGroup group(dir.string(), 2, {"--stage-timeout", "5s", "--rendezvous-timeout", "60s"},
                    flags_for);
   ASSERT_TRUE(WaitServing(single_ports, seconds(90))) << single.Log();
   ASSERT_TRUE(group.WaitServing(seconds(90))) << group.Logs();
-  if (c.offload) {
-    EXPECT_NE(group.rank(0).process->Log().find("offload execution: staged_prefetch"),
+  if (c.offloaded_rank >= 0) {
+    EXPECT_NE(group.rank(c.offloaded_rank).process->Log().find("offload execution: staged_prefetch"),
               std::string::npos) << group.Logs();
   }
 
@@ -145,9 +148,14 @@ INSTANTIATE_TEST_SUITE_P(
                     nlohmann::json{{"sliding_window", 8}}, kFlags, {kNode, kNode}, 4},
         // The leader's small GPU: some of its blocks stream from disk onto it (two slots,
         // prefetch), the pipeline hook on its boundary block among them.
-        StagedModel{"offloaded_stage", "--arch llama --preset tiny --seed 34", nullptr,
+        StagedModel{"offloaded_leader", "--arch llama --preset tiny --seed 34", nullptr,
                     {"--threads", "2", "--max-seq-len", "64", "--max-batch-size", "1"},
-                    {"cuda:0=5MiB,cpu=1MiB", "cpu=2.2MiB,disk=1GiB"}, 4, true}),
+                    {"cuda:0=5MiB,cpu=1MiB", "cpu=2.2MiB,disk=1GiB"}, 4, 0},
+        // The worker's: its three layers (of 8) stream from disk onto its GPU, so the staging
+        // hooks run inside RunStage.
+        StagedModel{"offloaded_worker", "--arch llama --preset tiny --layers 8 --seed 35", nullptr,
+                    {"--threads", "2", "--max-seq-len", "64", "--max-batch-size", "1"},
+                    {"cuda:0=7MiB,cpu=1MiB", "cuda:0=3MiB,cpu=256KiB,disk=1GiB"}, 4, 1}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
