@@ -201,18 +201,17 @@ at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
 }
 
 absl::StatusOr<at::Tensor> DecoderOnlyModel::RunStage(const std::vector<int64_t>& layout,
-                                                     at::Tensor hidden) const {
+                                                     at::Tensor hidden, DecodedLayout* step) const {
   if (!hidden.defined() || hidden.dim() != 2 || hidden.size(1) != config_.hidden_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "stage step: hidden states must be [rows, ", config_.hidden_size, "]"));
   }
-  PLACER_ASSIGN_OR_RETURN(DecodedLayout decoded,
-                          DecodeStageLayout(layout, hidden.size(0), kv_pool_, ring_window_));
+  PLACER_ASSIGN_OR_RETURN(*step, DecodeStageLayout(layout, hidden.size(0), kv_pool_, ring_window_));
+  BlockState state;
   try {
     c10::InferenceMode inference;
-    BlockState state;
     state.hidden = std::move(hidden);
-    state.sequences = decoded.sequences;
+    state.sequences = step->sequences;
     for (const SequenceRows& rows : state.sequences) {
       if (rows.cache != nullptr) rows.cache->BeginStep(rows.length);
     }
@@ -224,8 +223,10 @@ absl::StatusOr<at::Tensor> DecoderOnlyModel::RunStage(const std::vector<int64_t>
     }
     return pass.Finish(std::move(state.hidden)).contiguous();
   } catch (const c10::Error& e) {
+    UndoStep(state);
     return absl::InternalError(absl::StrCat("stage step failed: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
+    UndoStep(state);
     return absl::InternalError(absl::StrCat("stage step failed: ", e.what()));
   }
 }

@@ -17,6 +17,8 @@
 
 namespace placer::model {
 
+struct DecodedLayout;  // model/stage_layout.h
+
 // One sequence's rows in a forward pass.
 struct SequenceRows {
   int64_t offset = 0;  // first row in BlockState::tokens / hidden
@@ -70,8 +72,11 @@ class DecoderOnlyModel : public CausalLm {
   // A later pipeline stage's share of the leader's pass: this process's blocks (decoder
   // layers) over `hidden` [rows, width], the rows as the leader described them
   // (model/stage_layout.h). The hidden states after them, in host memory; a bad layout or a
-  // failed block is an error (the KV caches are the leader's and are left as they were read).
-  absl::StatusOr<at::Tensor> RunStage(const std::vector<int64_t>& layout, at::Tensor hidden) const;
+  // failed block is an error (and what the step wrote over positions still read is put back).
+  // `step` keeps the step's view of the caches: when the leader fails the step later, its
+  // RollbackStageStep puts back what the step overwrote in a ring, as the leader does.
+  absl::StatusOr<at::Tensor> RunStage(const std::vector<int64_t>& layout, at::Tensor hidden,
+                                      DecodedLayout* step) const;
   int64_t max_positions() const final { return max_positions_; }
 
  protected:

@@ -1,6 +1,7 @@
 #include "model/stage_layout.h"
 
-#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "model/stage_layout_parse.h"
 
 namespace placer::model {
 
@@ -22,63 +23,25 @@ std::vector<int64_t> EncodeStageLayout(const std::vector<SequenceRows>& sequence
 absl::StatusOr<DecodedLayout> DecodeStageLayout(const std::vector<int64_t>& layout, int64_t rows,
                                                 const std::shared_ptr<KvBlockPool>& pool,
                                                 int64_t window) {
-  auto bad = [](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("stage layout: ", why));
-  };
-  size_t at = 0;
-  auto next = [&](int64_t* value) {
-    if (at >= layout.size()) return false;
-    *value = layout[at++];
-    return true;
-  };
-  int64_t count = 0;
-  if (!next(&count) || count < 1 || count > rows) return bad("no sequences, or more than rows");
+  PLACER_ASSIGN_OR_RETURN(
+      std::vector<StageSequenceLayout> parsed,
+      ParseStageLayout(layout, rows, pool != nullptr ? pool->block_count() : 0, window));
   DecodedLayout decoded;
   decoded.rows = rows;
-  int64_t expected_offset = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    SequenceRows sequence;
-    int64_t capacity = 0, blocks = 0;
-    if (!next(&sequence.offset) || !next(&sequence.length) || !next(&sequence.start) ||
-        !next(&capacity) || !next(&blocks)) {
-      return bad(absl::StrCat("sequence ", i, " is cut short"));
+  for (StageSequenceLayout& sequence : parsed) {
+    SequenceRows rows_of{sequence.offset, sequence.length, sequence.start};
+    if (sequence.capacity >= 0) {
+      decoded.caches.push_back(KvCache::Mirror(pool, std::move(sequence.blocks), sequence.capacity,
+                                               window, sequence.start));
+      rows_of.cache = decoded.caches.back().get();
     }
-    if (sequence.offset != expected_offset || sequence.length < 1 ||
-        sequence.offset + sequence.length > rows || sequence.start < 0) {
-      return bad(absl::StrCat("sequence ", i, ": rows ", sequence.offset, "+", sequence.length,
-                              " from position ", sequence.start, " do not fit ", rows, " rows"));
-    }
-    expected_offset += sequence.length;
-    if (capacity >= 0) {
-      if (pool == nullptr || blocks < 1 || blocks > pool->block_count() ||
-          static_cast<int64_t>(layout.size() - at) < blocks) {
-        return bad(absl::StrCat("sequence ", i, ": ", blocks, " KV blocks"));
-      }
-      std::vector<int32_t> table;
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t block = layout[at++];
-        if (block < 0 || block >= pool->block_count()) {
-          return bad(absl::StrCat("sequence ", i, ": KV block ", block, " outside the pool of ",
-                                  pool->block_count()));
-        }
-        table.push_back(static_cast<int32_t>(block));
-      }
-      const int64_t held = blocks * KvBlockPool::kBlockPositions;
-      if (capacity < sequence.start + sequence.length || (held < capacity && window <= 0) ||
-          (held < capacity && window > held)) {
-        return bad(absl::StrCat("sequence ", i, ": capacity ", capacity, " for ", held,
-                                " held positions"));
-      }
-      decoded.caches.push_back(
-          KvCache::Mirror(pool, std::move(table), capacity, window, sequence.start));
-      sequence.cache = decoded.caches.back().get();
-    }
-    decoded.sequences.push_back(sequence);
-  }
-  if (expected_offset != rows || at != layout.size()) {
-    return bad(absl::StrCat("the sequences cover ", expected_offset, " of ", rows, " rows"));
+    decoded.sequences.push_back(rows_of);
   }
   return decoded;
+}
+
+void RollbackStageStep(DecodedLayout& step) {
+  for (const std::unique_ptr<KvCache>& cache : step.caches) cache->Rollback();
 }
 
 }  // namespace placer::model

@@ -28,4 +28,9 @@ absl::StatusOr<DecodedLayout> DecodeStageLayout(const std::vector<int64_t>& layo
                                                 const std::shared_ptr<KvBlockPool>& pool,
                                                 int64_t window);
 
+// A worker's side of the leader's rollback of a failed step: puts back what the step's
+// writes overwrote in its ring caches (KvCache::Rollback), so a retry reads what it would
+// have. Nothing to do for caches that are not rings, or steps of one row per sequence.
+void RollbackStageStep(DecodedLayout& step);
+
 }  // namespace placer::model

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/forward_runner.h"
+#include "model/stage_layout.h"
 
 namespace placer::model {
 
@@ -11,16 +12,30 @@ absl::Status ServeStageSteps(const CausalLm& model, runtime::StageLink& link) {
   const int previous = link.rank() - 1;
   const int next = (link.rank() + 1) % link.size();
   link.StartHeartbeats(next);
+  // The last step's view of the caches, until the next step: the leader may fail it after
+  // this stage ran (a later stage, or its own head), and then rolls it back here too.
+  DecodedLayout last_step;
+  int64_t last_step_id = -1;
   while (true) {
     absl::StatusOr<runtime::StageMessage> message = link.Receive(previous);
     if (!message.ok()) return message.status();
     runtime::StageMessage out;
     out.step = message->step;
-    if (message->kind == runtime::StageMessageKind::kStepFailed) {
+    if (message->kind == runtime::StageMessageKind::kRollback) {
+      if (message->step == last_step_id) RollbackStageStep(last_step);
+      last_step = DecodedLayout();
+      last_step_id = -1;
+      // Every worker rolls back; the leader, who asked, needs no answer.
+      if (next == 0) continue;
+      out.kind = runtime::StageMessageKind::kRollback;
+    } else if (message->kind == runtime::StageMessageKind::kStepFailed) {
       out.kind = runtime::StageMessageKind::kStepFailed;
       out.error = message->error;
     } else {
-      absl::StatusOr<at::Tensor> hidden = decoder->RunStage(message->layout, message->hidden);
+      last_step = DecodedLayout();
+      last_step_id = message->step;
+      absl::StatusOr<at::Tensor> hidden =
+          decoder->RunStage(message->layout, message->hidden, &last_step);
       if (hidden.ok()) {
         out.hidden = *std::move(hidden);
         if (next != 0) out.layout = std::move(message->layout);

@@ -175,7 +175,9 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
     options.offload_exec = OffloadExec::kGpu;
   }
   absl::StatusOr<Plan> plan;
-  if (!args.placement.device_map_path.empty()) {
+  if (args.device_map.has_value()) {
+    plan = ValidateDeviceMap(tree, *args.device_map, budgets, options);
+  } else if (!args.placement.device_map_path.empty()) {
     PLACER_ASSIGN_OR_RETURN(DeviceMap map, ReadDeviceMapFile(args.placement.device_map_path));
     plan = ValidateDeviceMap(tree, map, budgets, options);
   } else {

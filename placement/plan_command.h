@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "placement/device_inventory.h"
+#include "placement/device_map.h"
 #include "loader/model_config.h"
 #include "placement/plan.h"
 #include "placement/reserves.h"
@@ -53,6 +55,9 @@ struct PlanCommandArgs {
   // A pipeline stage's share (placement/stage_plan.h): plan only the tensors under these
   // blocks; empty plans the whole model.
   std::vector<std::string> stage_modules;
+  // A map made elsewhere (a pipeline group's leader, for this node's share): validated over
+  // this node's devices (as --device-map is) instead of planned.
+  std::optional<DeviceMap> device_map;
 };
 
 absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args);

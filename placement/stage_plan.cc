@@ -153,6 +153,28 @@ std::vector<std::pair<std::string, Device>> StageDeviceMap(const Plan& plan,
   return map;
 }
 
+absl::StatusOr<std::vector<NodePlan>> PlanGroup(const PlanCommandArgs& args,
+                                                const std::vector<PlacementOptions>& nodes) {
+  std::vector<std::uint64_t> capacities;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    absl::StatusOr<std::uint64_t> capacity = StageCapacityBytes(nodes[k]);
+    if (!capacity.ok()) {
+      return absl::Status(capacity.status().code(),
+                          absl::StrCat("node ", k, ": ", capacity.status().message()));
+    }
+    capacities.push_back(*capacity);
+  }
+  PLACER_ASSIGN_OR_RETURN(std::vector<StageShare> shares, SplitStages(args.checkpoint_dir, capacities));
+  std::vector<NodePlan> group;
+  for (const StageShare& share : shares) {
+    PlanCommandArgs node_args = args;
+    node_args.placement = nodes[static_cast<size_t>(share.rank)];
+    PLACER_ASSIGN_OR_RETURN(Plan plan, PlanStage(node_args, share));
+    group.push_back({capacities[static_cast<size_t>(share.rank)], share, std::move(plan)});
+  }
+  return group;
+}
+
 absl::Status RunGroupPlanCommand(const PlanCommandArgs& args, const std::string& nodes_path,
                                  std::ostream& out) {
   if (args.checkpoint_dir.empty()) {
@@ -166,7 +188,6 @@ absl::Status RunGroupPlanCommand(const PlanCommandArgs& args, const std::string&
         "--nodes ", nodes_path, ": expected a JSON array of at least 2 --devices strings, one per node"));
   }
   std::vector<PlacementOptions> options;
-  std::vector<std::uint64_t> capacities;
   for (size_t k = 0; k < nodes.size(); ++k) {
     if (!nodes[k].is_string()) {
       return absl::InvalidArgumentError(
@@ -174,33 +195,29 @@ absl::Status RunGroupPlanCommand(const PlanCommandArgs& args, const std::string&
     }
     PlacementOptions node = args.placement;
     node.devices = nodes[k].get<std::string>();
-    absl::StatusOr<std::uint64_t> capacity = StageCapacityBytes(node);
-    if (!capacity.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--nodes ", nodes_path, ": [", k, "]: ", capacity.status().message()));
-    }
-    capacities.push_back(*capacity);
     options.push_back(node);
   }
-  PLACER_ASSIGN_OR_RETURN(std::vector<StageShare> shares, SplitStages(args.checkpoint_dir, capacities));
+  absl::StatusOr<std::vector<NodePlan>> group = PlanGroup(args, options);
+  if (!group.ok()) {
+    return absl::Status(group.status().code(),
+                        absl::StrCat("--nodes ", nodes_path, ": ", group.status().message()));
+  }
   nlohmann::ordered_json json;
   nlohmann::ordered_json group_map = nlohmann::ordered_json::object();
   std::string tables;
-  for (const StageShare& share : shares) {
-    PlanCommandArgs node_args = args;
-    node_args.placement = options[static_cast<size_t>(share.rank)];
-    PLACER_ASSIGN_OR_RETURN(Plan plan, PlanStage(node_args, share));
-    for (const auto& [module, device] : StageDeviceMap(plan, share)) {
+  for (const NodePlan& node : *group) {
+    const StageShare& share = node.share;
+    for (const auto& [module, device] : StageDeviceMap(node.plan, share)) {
       group_map[module] = NodeDeviceName(share.rank, device);
     }
     nlohmann::ordered_json stage;
     stage["node"] = share.rank;
     stage["decoder_layers"] = {share.first_layer, share.end_layer};
-    stage["plan"] = PlanToJson(plan);
+    stage["plan"] = PlanToJson(node.plan);
     json["stages"].push_back(stage);
     absl::StrAppend(&tables, "node ", share.rank, " (", options[static_cast<size_t>(share.rank)].devices,
                     "): decoder layers ", share.first_layer, "..", share.end_layer - 1, "\n",
-                    PlanToTable(plan), "\n");
+                    PlanToTable(node.plan), "\n");
   }
   json["device_map"] = group_map;
   if (args.format == "json") {

@@ -43,6 +43,19 @@ absl::StatusOr<std::vector<StageShare>> SplitStages(const std::string& checkpoin
 // The share's plan over this node's devices (`args.placement`), with other_stage_blocks set.
 absl::StatusOr<Plan> PlanStage(PlanCommandArgs args, const StageShare& share);
 
+// One node's part of a group's plan.
+struct NodePlan {
+  std::uint64_t capacity_bytes = 0;  // StageCapacityBytes of its options
+  StageShare share;
+  Plan plan;  // over its devices
+};
+
+// The group's plan over every node's options (rank order; `args.placement` for the rest):
+// capacities, the cut, each share planned. What `placer plan --nodes` prints and what a
+// group's leader sends every rank (server/stage_group.h). Errors name the node.
+absl::StatusOr<std::vector<NodePlan>> PlanGroup(const PlanCommandArgs& args,
+                                                const std::vector<PlacementOptions>& nodes);
+
 // "node1:cuda:0"
 std::string NodeDeviceName(int node, const Device& device);
 

@@ -20,7 +20,10 @@ namespace placer::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kHeaderInts = 6;  // kind, step, layout ints, rows, width, dtype
+constexpr int64_t kHeaderInts = kStageHeaderInts;
+static_assert(kWireF32 == static_cast<int64_t>(at::kFloat) &&
+              kWireBF16 == static_cast<int64_t>(at::kBFloat16) &&
+              kWireF16 == static_cast<int64_t>(at::kHalf));
 constexpr int kTag = 0;             // one ordered stream per pair of ranks
 
 }  // namespace
@@ -201,27 +204,17 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
   try {
     while (true) {
       ReceiveTensor(*impl_->group, buffers.header, from, options_.timeout);
-      const int64_t* header = buffers.header.data_ptr<int64_t>();
-      StageMessage message;
-      message.kind = static_cast<StageMessageKind>(header[0]);
-      message.step = header[1];
-      const int64_t layout_ints = header[2], rows = header[3], width = header[4];
-      const int64_t dtype_code = header[5];
+      absl::StatusOr<StageHeader> header = ParseStageHeader(buffers.header.data_ptr<int64_t>());
       if (closing_) return absl::CancelledError("the link is closing");
-      if (message.kind == StageMessageKind::kHeartbeat) continue;
-      // A peer is trusted no further than its header: bounded sizes, a known kind and dtype.
-      constexpr int64_t kMaxInts = int64_t{1} << 24, kMaxElements = int64_t{1} << 32;
-      const bool known_dtype = dtype_code == static_cast<int64_t>(at::kFloat) ||
-                               dtype_code == static_cast<int64_t>(at::kBFloat16) ||
-                               dtype_code == static_cast<int64_t>(at::kHalf) ||
-                               (rows == 0 && width == 0);
-      if ((message.kind != StageMessageKind::kStep && message.kind != StageMessageKind::kStepFailed) ||
-          layout_ints < 0 || layout_ints > kMaxInts || rows < 0 || width < 0 ||
-          (width > 0 && rows > kMaxElements / width) || !known_dtype) {
-        return absl::UnavailableError(absl::StrCat(
-            StageName(from, options_.size), ": sent a malformed header (kind ", header[0],
-            ", ", layout_ints, " layout ints, ", rows, "x", width, ", dtype ", dtype_code, ")"));
+      if (!header.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat(StageName(from, options_.size), ": sent a ", header.status().message()));
       }
+      if (header->kind == StageMessageKind::kHeartbeat) continue;
+      StageMessage message;
+      message.kind = header->kind;
+      message.step = header->step;
+      const int64_t layout_ints = header->layout_ints, rows = header->rows, width = header->width;
       if (layout_ints > 0) {
         at::Tensor layout = BufferFor(buffers.layout, layout_ints, at::kLong);
         ReceiveTensor(*impl_->group, layout, from, options_.timeout);
@@ -232,8 +225,8 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
           message.layout.assign(ints, ints + layout_ints);
         }
       }
-      const auto dtype = static_cast<at::ScalarType>(known_dtype ? dtype_code : 0);
       if (rows * width > 0) {
+        const auto dtype = static_cast<at::ScalarType>(header->dtype);
         at::Tensor hidden =
             BufferFor(buffers.hidden[static_cast<int>(dtype)], rows * width, dtype);
         ReceiveTensor(*impl_->group, hidden, from, options_.timeout);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/stage_header.h"
 
 namespace placer::runtime {
 
@@ -33,8 +34,6 @@ struct StageLinkOptions {
   // How long the ranks may take to all show up (pods start at different times).
   std::chrono::milliseconds rendezvous_timeout{120000};
 };
-
-enum class StageMessageKind : int64_t { kStep = 1, kHeartbeat = 2, kStepFailed = 3 };
 
 // What travels between stages: a fixed header (kind, step id, shape, dtype) then the layout
 // ints and the hidden states, each only when non-empty.

@@ -8,11 +8,15 @@ StagePipeline::StagePipeline(std::shared_ptr<StageLink> link,
                              std::function<void(const absl::Status&)> on_broken)
     : link_(std::move(link)), on_broken_(std::move(on_broken)) {}
 
-StagePipeline::~StagePipeline() {
+StagePipeline::~StagePipeline() { Stop(); }
+
+void StagePipeline::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    if (broken_.ok()) broken_ = absl::UnavailableError("the pipeline stopped (placerd is exiting)");
   }
+  changed_.notify_all();
   // The receiver notices at the next heartbeat, or within one timeout.
   link_->Close();
   if (receiver_.joinable()) receiver_.join();
@@ -94,8 +98,21 @@ absl::StatusOr<at::Tensor> StagePipeline::Carry(const std::vector<int64_t>& layo
   return answer.hidden;
 }
 
+void StagePipeline::RollBackLastStep() {
+  std::lock_guard<std::mutex> carry(carry_mutex_);
+  if (!health().ok() || step_ == 0) return;
+  absl::Status sent = link_->Send(1, {StageMessageKind::kRollback, step_, {}, at::Tensor(), ""});
+  if (!sent.ok()) Break(sent);
+}
+
+void PipelineHook::EndPass(at::Tensor* output) {
+  if (output == nullptr && carried_) pipeline_->RollBackLastStep();
+  carried_ = false;
+}
+
 void PipelineHook::Exit(BlockCall& call) {
   if (call.block != boundary_block_ || call.activations.empty()) return;
+  carried_ = true;
   at::Tensor& hidden = *call.activations.front();
   static const std::vector<int64_t> kNoLayout;
   absl::StatusOr<at::Tensor> carried =

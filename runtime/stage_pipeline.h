@@ -40,8 +40,15 @@ class StagePipeline {
 
   // Heartbeats to stage 1 and the receiver of the last stage's answers and heartbeats.
   void Start();
+  // Joins the receiver (on_broken never runs after this) and fails later passes; the owner
+  // calls it before what on_broken touches goes. The destructor stops too.
+  void Stop();
   // Sends a pass to stage 1 and waits for the last stage's hidden states (host memory).
   absl::StatusOr<at::Tensor> Carry(const std::vector<int64_t>& layout, const at::Tensor& hidden);
+  // The pass that carried the last step failed on the leader after the other stages ran it:
+  // tells them to roll it back (their ring KV caches, as the leader's own), before any later
+  // step. Nothing once the pipeline is broken.
+  void RollBackLastStep();
   // OK while every stage answers.
   absl::Status health() const;
   const StageLink& link() const { return *link_; }
@@ -71,11 +78,15 @@ class PipelineHook : public BlockHook {
  public:
   PipelineHook(std::shared_ptr<StagePipeline> pipeline, size_t boundary_block)
       : pipeline_(std::move(pipeline)), boundary_block_(boundary_block) {}
+  void BeginPass() override { carried_ = false; }
   void Exit(BlockCall& call) override;
+  // A pass abandoned after its step went to the other stages rolls the step back there.
+  void EndPass(at::Tensor* output) override;
 
  private:
   std::shared_ptr<StagePipeline> pipeline_;
   size_t boundary_block_;
+  bool carried_ = false;  // this pass sent its step (passes run one at a time)
 };
 
 }  // namespace placer::runtime

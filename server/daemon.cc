@@ -36,6 +36,10 @@ Daemon::Daemon(const DaemonOptions& options)
       health_({"", kPlacerServiceName}),
       plaintext_health_({"", kPlacerServiceName}) {}
 
+Daemon::~Daemon() {
+  if (stage_leader_ != nullptr) stage_leader_->StopPipeline();
+}
+
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));
   if (!options.metrics_listen.empty()) {

@@ -24,6 +24,8 @@ class Daemon {
  public:
   // Binds every endpoint; fails with a message naming the flag whose address is unusable.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
+  // Stops the pipeline's receiver first: its failure callback touches health.
+  ~Daemon();
 
   // Health NOT_SERVING at once, refuse new RPCs, let admitted ones finish up to the drain
   // timeout, then stop the server (cancelling what is left, health watches included).
@@ -48,8 +50,11 @@ class Daemon {
   void OnStageFailure(const absl::Status& status);
 
   DaemonOptions options_;
-  // Before metrics_: the exposer's thread reads the model at scrape time until it stops.
+  // Before metrics_: the exposer's thread reads the model (and the stage leader's figures)
+  // at scrape time until it stops.
   ModelSlot model_;
+  std::unique_ptr<StageLeader> stage_leader_;  // --stages > 1 on rank 0
+  std::shared_ptr<StageMetrics> stage_metrics_ = std::make_shared<StageMetrics>(&model_);
   DaemonMetrics metrics_;
   RequestGate gate_;
   PlacerService service_;
@@ -62,8 +67,6 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;  // --health-listen: health service only
   int grpc_port_ = 0;
-  std::unique_ptr<StageLeader> stage_leader_;  // --stages > 1 on rank 0
-  std::shared_ptr<StageMetrics> stage_metrics_ = std::make_shared<StageMetrics>();
 };
 
 }  // namespace placer::server

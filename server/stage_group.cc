@@ -9,6 +9,8 @@
 #include "loader/architectures/architecture.h"
 #include "placement/checkpoint_tensors.h"
 #include "placement/cuda_probe.h"
+#include "placement/device_inventory.h"
+#include "placement/device_map.h"
 
 namespace placer::server {
 namespace {
@@ -25,6 +27,45 @@ absl::StatusOr<json> ReadJson(runtime::StageLink& link, const std::string& key,
     return absl::InvalidArgumentError(absl::StrCat("rendezvous: ", key, " is not a JSON object"));
   }
   return value;
+}
+
+// What the leader needs to plan this node as `placer plan --nodes` would: its devices as a
+// --devices string (a probed node's as it probed them: free bytes now) and the flags that
+// size its budgets and offload.
+absl::StatusOr<json> NodeOptions(const placement::PlacementOptions& placement) {
+  std::string devices = placement.devices;
+  if (devices.empty()) {
+    placement::InventoryOptions inventory;
+    inventory.gpu_probe = placement.gpu_probe;
+    inventory.offload_dir = placement.offload_dir;
+    inventory.meminfo_path = placement.meminfo_path;
+    PLACER_ASSIGN_OR_RETURN(std::vector<placement::DeviceInfo> probed,
+                            placement::ProbeDevices(inventory));
+    for (const placement::DeviceInfo& device : probed) {
+      absl::StrAppend(&devices, devices.empty() ? "" : ",", device.device.Name(), "=",
+                      device.free_bytes);
+    }
+  }
+  return json{{"devices", devices},
+              {"max_memory", placement.max_memory},
+              {"gpu_memory_utilization", placement.gpu_memory_utilization},
+              {"offload_dir", placement.offload_dir},
+              {"offload_exec", placement.offload_exec},
+              {"prefetch", placement.prefetch}};
+}
+
+// A rank's node as the leader plans it: the leader's flags (equal on every rank, checked)
+// with the node's own devices and budgets.
+placement::PlacementOptions NodePlacement(const placement::PlacementOptions& leader, const json& node) {
+  placement::PlacementOptions options = leader;
+  options.gpu_probe = nullptr;  // the node's devices are in its string
+  options.devices = node.value("devices", "");
+  options.max_memory = node.value("max_memory", "");
+  options.gpu_memory_utilization = node.value("gpu_memory_utilization", leader.gpu_memory_utilization);
+  options.offload_dir = node.value("offload_dir", "");
+  options.offload_exec = node.value("offload_exec", leader.offload_exec);
+  options.prefetch = node.value("prefetch", leader.prefetch);
+  return options;
 }
 
 // What must be equal on every rank, field by field, so a difference can be named.
@@ -51,8 +92,8 @@ absl::StatusOr<json> Inventory(const std::string& model_dir,
   same["--max-seq-len"] = placement.max_seq_len;
   same["--max-batch-size"] = placement.max_batch_size;
   same["--max-batch-total-tokens"] = placement.max_batch_total_tokens;
-  PLACER_ASSIGN_OR_RETURN(uint64_t capacity, placement::StageCapacityBytes(placement));
-  return json{{"same", same}, {"capacity_bytes", capacity}, {"devices", placement.devices}};
+  PLACER_ASSIGN_OR_RETURN(json node, NodeOptions(placement));
+  return json{{"same", same}, {"node", node}};
 }
 
 // The first field in which `rank`'s inventory differs from the leader's.
@@ -83,7 +124,8 @@ json PlanSummary(const placement::Plan& plan, const placement::StageShare& share
               {"devices", devices}};
 }
 
-// Every rank: this rank's share of the leader's cut, planned over its own devices.
+// Every rank: this rank's share of the leader's cut, with the device map the leader made
+// for it, validated over this node's own devices (budgets, reserves) and loaded as it is.
 absl::StatusOr<placement::Plan> PlanOwnShare(runtime::StageLink& link, const StageOptions& stages,
                                              const std::string& model_dir,
                                              const placement::PlacementOptions& placement,
@@ -94,15 +136,28 @@ absl::StatusOr<placement::Plan> PlanOwnShare(runtime::StageLink& link, const Sta
   *share = shares[static_cast<size_t>(stages.rank)];
   const json& leader_layers = cut["layers"][static_cast<size_t>(stages.rank)];
   absl::StatusOr<placement::Plan> plan;
+  absl::StatusOr<placement::DeviceMap> map = placement::ParseDeviceMapJson(
+      cut["maps"][static_cast<size_t>(stages.rank)].get<std::string>(),
+      absl::StrCat("the leader's device map for ", RankName(stages.rank)));
   if (leader_layers != json{share->first_layer, share->end_layer}) {
     plan = absl::FailedPreconditionError(absl::StrCat(
         RankName(stages.rank), ": the leader cut decoder layers ", leader_layers.dump(),
         " for it, but it cuts [", share->first_layer, ",", share->end_layer, ")"));
+  } else if (!map.ok()) {
+    plan = map.status();
   } else {
     placement::PlanCommandArgs args;
     args.checkpoint_dir = model_dir;
     args.placement = placement;
+    args.device_map = *std::move(map);
+    spdlog::info("{}: validates and loads the leader's device map for its share: {}",
+                 RankName(stages.rank), cut["maps"][static_cast<size_t>(stages.rank)].get<std::string>());
     plan = placement::PlanStage(args, *share);
+    if (!plan.ok()) {
+      plan = absl::Status(plan.status().code(),
+                          absl::StrCat("the leader's device map does not fit ", RankName(stages.rank),
+                                       "'s devices: ", plan.status().message()));
+    }
   }
   const json published = plan.ok() ? PlanSummary(*plan, *share)
                                    : json{{"error", std::string(plan.status().message())}};
@@ -145,21 +200,27 @@ absl::StatusOr<StageAssignment> JoinStageGroup(const StageOptions& stages,
 
   if (stages.rank == 0) {
     std::string refused;
-    json capacities = json::array({inventory["capacity_bytes"]});
+    std::vector<placement::PlacementOptions> nodes = {NodePlacement(placement, inventory["node"])};
     for (int rank = 1; rank < stages.stages && refused.empty(); ++rank) {
       PLACER_ASSIGN_OR_RETURN(json other, ReadJson(store, absl::StrCat("rank/", rank, "/inventory"),
                                                    stages.rendezvous_timeout));
       refused = Difference(rank, inventory, other);
-      capacities.push_back(other["capacity_bytes"]);
+      nodes.push_back(NodePlacement(placement, other.value("node", json::object())));
     }
     json cut;
     if (refused.empty()) {
-      auto shares = placement::SplitStages(model_dir, capacities.get<std::vector<uint64_t>>());
-      if (!shares.ok()) refused = std::string(shares.status().message());
-      cut["capacities"] = capacities;
-      if (shares.ok()) {
-        for (const placement::StageShare& share : *shares) {
-          cut["layers"].push_back({share.first_layer, share.end_layer});
+      // The leader plans over all of them, as `placer plan --nodes` does for these devices.
+      placement::PlanCommandArgs args;
+      args.checkpoint_dir = model_dir;
+      args.placement = placement;
+      absl::StatusOr<std::vector<placement::NodePlan>> group = placement::PlanGroup(args, nodes);
+      if (!group.ok()) refused = std::string(group.status().message());
+      if (group.ok()) {
+        for (const placement::NodePlan& node : *group) {
+          cut["capacities"].push_back(node.capacity_bytes);
+          cut["layers"].push_back({node.share.first_layer, node.share.end_layer});
+          // As text: the map's order (execution order) survives, which json's objects sort.
+          cut["maps"].push_back(placement::DeviceMapToJson(node.plan.device_map).dump());
         }
       }
     }

@@ -1,9 +1,11 @@
 // The rendezvous of a pipeline group (DESIGN words: stage) over the leader's store, before
 // anything loads: every rank publishes what it serves (the model's shape, --dtype, the serving
-// limits) and what it can hold; the leader refuses a rank that differs, naming the field;
-// cuts the decoder layers over the nodes (placement/stage_plan.h) and publishes the cut;
-// every rank plans its share over its own devices and publishes the plan; the leader refuses
-// plans that disagree (compute dtype, KV blocks) or do not fit, naming the node. Then every
+// limits) and its node (devices, budgets, offload); the leader refuses a rank that differs,
+// naming the field, and plans over all of them with placement::PlanGroup (what `placer plan
+// --nodes` prints for the same devices): the cut of the decoder layers and every node's
+// device map, which it publishes. Every rank validates its map over its own devices and
+// publishes the plan; the leader refuses a map that does not fit or plans that disagree
+// (compute dtype, KV blocks), naming the node. Then every
 // rank loads its own tensors and waits for the others (AwaitGroupLoaded).
 #pragma once
 

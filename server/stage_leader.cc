@@ -1,7 +1,11 @@
 #include "server/stage_leader.h"
 
+#include <spdlog/spdlog.h>
+
 #include "base/status_macros.h"
 #include "runtime/stage_pipeline.h"
+
+#include <mutex>
 
 namespace placer::server {
 
@@ -27,6 +31,28 @@ absl::Status StageLeader::StartServing() {
   PLACER_RETURN_IF_ERROR(AwaitGroupLoaded(*assignment_.link, options_.rendezvous_timeout));
   pipeline_->Start();
   return absl::OkStatus();
+}
+
+void StageLeader::StopPipeline() { pipeline_->Stop(); }
+
+std::vector<std::pair<int, std::vector<StageMemoryUse>>> StageLeader::WorkersMemory() const {
+  std::vector<std::pair<int, std::vector<StageMemoryUse>>> workers;
+  for (int rank = 1; rank < options_.stages; ++rank) {
+    absl::StatusOr<std::string> text =
+        assignment_.link->Read(StageMemoryKey(rank), std::chrono::milliseconds(100));
+    if (!text.ok()) continue;
+    absl::StatusOr<std::vector<StageMemoryUse>> uses = DecodeStageMemory(*text);
+    if (!uses.ok()) {
+      static std::once_flag logged;
+      std::call_once(logged, [&] {
+        spdlog::warn("{}: {}", runtime::StageLink::StageName(rank, options_.stages),
+                     std::string(uses.status().message()));
+      });
+      continue;
+    }
+    workers.emplace_back(rank, *std::move(uses));
+  }
+  return workers;
 }
 
 uint64_t StageLeader::bytes_sent() const { return assignment_.link->bytes_sent(); }

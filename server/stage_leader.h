@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "server/model_loading.h"
 #include "server/stage_group.h"
+#include "server/stage_memory.h"
 
 namespace placer::runtime {
 class StagePipeline;
@@ -29,6 +30,8 @@ class StageLeader {
   const placement::StageShare& share() const { return assignment_.share; }
   // After the leader loaded: waits for the other stages to load, then starts the pipeline.
   absl::Status StartServing();
+  // No more on_broken calls and no more passes: before what on_broken touches goes.
+  void StopPipeline();
 
   // For the metrics: bytes of steps sent to stage 1, seconds waited for the last stage's
   // answers (the time the leader waits on the other stages), every stage's planned memory.
@@ -36,6 +39,10 @@ class StageLeader {
   double wait_seconds() const;
   const std::vector<StageDeviceFigures>& group_devices() const { return assignment_.group_devices; }
   int stages() const { return options_.stages; }
+  // Every worker's live device memory as it last published it (rank, figures), read from
+  // the store now; a worker that has not published, or sent figures that do not parse, is
+  // left out (and logged once).
+  std::vector<std::pair<int, std::vector<StageMemoryUse>>> WorkersMemory() const;
 
  private:
   StageLeader() = default;

@@ -46,6 +46,26 @@ std::vector<prometheus::MetricFamily> StageMetrics::Collect() const {
     Add(memory, {{"node", node}, {"device", device.device}, {"kind", "kv_cache"}},
         static_cast<double>(device.kv_reserve_bytes));
   }
+  auto used = Family("placer_stage_device_memory_used_bytes",
+                     "what each stage's runtime holds on its devices now, by node, device and "
+                     "kind (the workers' as they published it within the last second)",
+                     prometheus::MetricType::Gauge);
+  if (const std::shared_ptr<const ModelSnapshot> own = model_->Get();
+      own != nullptr && own->accounting != nullptr) {
+    for (const runtime::DeviceUsage& usage : own->accounting->Figures().devices) {
+      for (int kind = 0; kind < runtime::kMemoryKinds; ++kind) {
+        Add(used, {{"node", "node0"}, {"device", usage.device},
+                   {"kind", runtime::MemoryKindName(static_cast<runtime::MemoryKind>(kind))}},
+            static_cast<double>(usage.used_bytes[static_cast<size_t>(kind)]));
+      }
+    }
+  }
+  for (const auto& [rank, uses] : leader->WorkersMemory()) {
+    for (const StageMemoryUse& use : uses) {
+      Add(used, {{"node", "node" + std::to_string(rank)}, {"device", use.device}, {"kind", use.kind}},
+          static_cast<double>(use.bytes));
+    }
+  }
   auto sent = Family("placer_stage_sent_bytes_total",
                      "bytes of steps (headers, rows, hidden states) the leader sent to stage 1",
                      prometheus::MetricType::Counter);
@@ -54,7 +74,7 @@ std::vector<prometheus::MetricFamily> StageMetrics::Collect() const {
                      "time forward passes waited for the other stages' layers and hops",
                      prometheus::MetricType::Counter);
   Add(wait, {}, leader->wait_seconds());
-  return {stages, memory, sent, wait};
+  return {stages, memory, used, sent, wait};
 }
 
 }  // namespace placer::server

@@ -8,11 +8,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
+#include "tests/e2e/exposition.h"
 #include "tests/e2e/stage_group.h"
 
 namespace placer::testing {
@@ -130,6 +133,52 @@ TEST_F(Stages, TwoStagesGiveTheSingleProcessAnswers) {
   EXPECT_GT(value_of("placer_stage_wait_seconds_total"), 0.0);
 }
 
+// Every stage's live memory on the leader's /metrics (label node), as each stage's own
+// accounting has it: the worker's figures equal what its own /metrics says, the leader's
+// its single-process families'. Real Prometheus text scraped over HTTP and parsed.
+TEST_F(Stages, LeaderMetricsCarryEveryStagesLiveMemory) {
+  StageGroup group(dir_->string(), 2, GroupFlags());
+  ASSERT_TRUE(group.WaitServing(seconds(90))) << group.Logs();
+  ASSERT_TRUE(GenerateStream(group.leader(), Prompt({1, 2, 3}, 8)).status.ok());
+  auto scrape = [](int port) {
+    const std::optional<std::string> text = HttpGet(port, "/metrics");
+    EXPECT_TRUE(text.has_value());
+    std::string error;
+    std::optional<Exposition> parsed = ParseExposition(text.value_or(""), &error);
+    EXPECT_TRUE(parsed.has_value()) << error;
+    return parsed.value_or(Exposition{});
+  };
+  const Exposition worker = scrape(group.rank(1).ports.metrics_port);
+  Exposition leader;
+  // The worker republishes every second: wait until the leader has its figures.
+  ASSERT_TRUE(WaitUntil([&] {
+    leader = scrape(group.leader().metrics_port);
+    return !leader.Find("placer_stage_device_memory_used_bytes", {{"node", "node1"}}).empty();
+  }, seconds(10))) << group.Logs();
+  EXPECT_EQ(leader.types.at("placer_stage_device_memory_used_bytes"), "gauge");
+  for (const char* kind : {"weights", "kv_cache", "staging"}) {
+    for (const char* device : {"cuda:0", "cpu"}) {
+      const std::optional<double> own =
+          worker.Value("placer_device_memory_used_bytes", {{"device", device}, {"kind", kind}});
+      const std::optional<double> seen = leader.Value(
+          "placer_stage_device_memory_used_bytes", {{"node", "node1"}, {"device", device}, {"kind", kind}});
+      ASSERT_TRUE(own.has_value() && seen.has_value()) << device << " " << kind;
+      EXPECT_EQ(*seen, *own) << "node1 " << device << " " << kind;
+      const std::optional<double> leader_own =
+          leader.Value("placer_device_memory_used_bytes", {{"device", device}, {"kind", kind}});
+      const std::optional<double> leader_seen = leader.Value(
+          "placer_stage_device_memory_used_bytes", {{"node", "node0"}, {"device", device}, {"kind", kind}});
+      ASSERT_TRUE(leader_own.has_value() && leader_seen.has_value()) << device << " " << kind;
+      EXPECT_EQ(*leader_seen, *leader_own) << "node0 " << device << " " << kind;
+    }
+  }
+  // The worker holds its two layers' weights and their KV pool on its GPU.
+  EXPECT_GT(*worker.Value("placer_device_memory_used_bytes", {{"device", "cuda:0"}, {"kind", "weights"}}), 0);
+  EXPECT_GT(*worker.Value("placer_device_memory_used_bytes", {{"device", "cuda:0"}, {"kind", "kv_cache"}}), 0);
+  // Its own /metrics is that node's: no stage families, which are the leader's.
+  EXPECT_TRUE(worker.Find("placer_stage_device_memory_used_bytes").empty());
+}
+
 TEST_F(Stages, ThreeStagesGiveTheSingleProcessAnswers) {
   StageGroup group(dir_->string(), 3, GroupFlags());
   ASSERT_TRUE(group.WaitServing(seconds(90))) << group.Logs();
@@ -214,10 +263,25 @@ TEST_F(Stages, AWorkerExitsWhenItsLeaderDies) {
 TEST_F(Stages, SigtermDrainsTheLeaderAndEndsTheGroup) {
   StageGroup group(dir_->string(), 2, GroupFlags("2s"));
   ASSERT_TRUE(group.WaitServing(seconds(90))) << group.Logs();
+  // Scrapes all through the exit: the stage figures are read at scrape time, so the leader's
+  // group must outlive the metrics endpoint.
+  std::atomic<bool> exited{false};
+  std::atomic<int> scrapes{0};
+  std::thread scraping([&] {
+    while (!exited) {
+      if (HttpGet(group.leader().metrics_port, "/metrics").has_value()) ++scrapes;
+    }
+  });
+  for (int waited = 0; waited < 1000 && scrapes < 3; ++waited) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_GE(scrapes, 3) << "the leader's /metrics did not answer";
   group.rank(0).process->Signal(SIGTERM);
   const std::optional<int> leader_exit = group.rank(0).process->WaitExit(seconds(15));
+  exited = true;
+  scraping.join();
   ASSERT_TRUE(leader_exit.has_value()) << "the leader hung on exit\n" << group.Logs();
-  EXPECT_EQ(*leader_exit, 0);
+  EXPECT_EQ(*leader_exit, 0) << group.Logs();
   const std::optional<int> worker_exit = group.rank(1).process->WaitExit(seconds(10));
   ASSERT_TRUE(worker_exit.has_value()) << group.Logs();
   EXPECT_NE(*worker_exit, 0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the loader's, the tokenizer's and the request parser's (proto/wire) libFuzzer
 # targets with clang (ASan + UBSan) in build-fuzz/ and runs each for a share of SECONDS
-# from a seed corpus that the checkpoint writer makes (request_wire, infer_request: their saved inputs). Crashes are left in build-fuzz/artifacts-*/;
+# from a seed corpus that the checkpoint writer makes (request_wire, infer_request, stage_wire: their saved inputs). Crashes are left in build-fuzz/artifacts-*/;
 # copy reproducers into tests/fuzz/regressions/<target>/ so ctest keeps them.
 #   tests/fuzz/run.sh SECONDS [TARGET...]
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config tokenizer_json tokenizer_text request_wire infer_request)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config tokenizer_json tokenizer_text request_wire infer_request stage_wire)
 build=build-fuzz
 
 command -v clang++ >/dev/null || { echo "run.sh: clang++ is required" >&2; exit 1; }
