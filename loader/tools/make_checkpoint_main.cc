@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed (default 0)");
   app.add_option("--arch", arch, "llama, mistral, qwen2 or gpt2")
       ->check(CLI::IsMember({"llama", "mistral", "qwen2", "gpt2"}));
-  app.add_option("--preset", preset, "tiny (~1-5M), small (~100M) or medium (~1B) parameters")
-      ->check(CLI::IsMember({"tiny", "small", "medium"}));
+  app.add_option("--preset", preset, "tiny (~1-5M), small (~100M), medium (~1B) or tinyllama (TinyLlama-1.1B's shape) parameters")
+      ->check(CLI::IsMember({"tiny", "small", "medium", "tinyllama"}));
   app.add_option("--layers", layers, "decoder layers");
   app.add_option("--hidden", hidden, "hidden size");
   app.add_option("--heads", heads, "attention heads");
