@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <list>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
@@ -209,8 +211,16 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnCpuAreStagedInTheirPackedBytes) {
   }
   EXPECT_EQ(accounting->Used("cpu", MemoryKind::kWeights), packed);
   // Layer 1 staged whole in its packed bytes (for this pass, and prefetched again for the
-  // next: the stager runs cyclically); the only other bytes crossing are the token ids.
-  const uint64_t moved = accounting->Transferred("cpu", "cuda:0") - prompt_.size() * sizeof(int64_t);
+  // next: the stager runs cyclically); the only other bytes crossing are the token ids. The
+  // prefetch may be under way when the counter is read: wait (bounded) for a whole block.
+  const auto moved_now = [&] {
+    return accounting->Transferred("cpu", "cuda:0") - prompt_.size() * sizeof(int64_t);
+  };
+  uint64_t moved = moved_now();
+  for (int i = 0; i < 500 && moved % packed != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    moved = moved_now();
+  }
   EXPECT_GE(moved, packed);
   EXPECT_EQ(moved % packed, 0u) << moved << " bytes staged for a block of " << packed;
 }
