@@ -29,6 +29,7 @@ struct ModelToPlan {
   std::int64_t kv_cache_blocks = 0;
   std::string dtype_source;  // why compute_dtype, for the start log
   loader::QuantizeOptions quantize;
+  std::string prequantized;  // PlanSizing::prequantized
 };
 
 // `--dtype auto` (or none): the dtype the checkpoint stores, so its pages bind as they are.
@@ -93,7 +94,12 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
   model.spec = *std::move(spec);
   model.activation_reserve_bytes =
       ActivationReserveBytes(config, limits, dtype) +
-      DequantizedWeightReserveBytes(config, model.quantize.enabled(), dtype);
+      DequantizedWeightReserveBytes(config, model.quantize.enabled() || config.quantization.has_value(), dtype);
+  if (config.quantization) {
+    const std::string& file = config.quantization->source;
+    model.prequantized = absl::StrCat(config.quantization->Describe(), ", from ",
+                                      file.substr(file.find_last_of('/') + 1));
+  }
   model.compute_dtype = dtype;
   model.limits = limits;
   model.kv_cache_blocks = KvCacheBlocks(limits, config.shared_attention_window());
@@ -190,6 +196,7 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   plan->sizing.prefetch = args.placement.prefetch && (!plan->offload_staged || plan->staging_slots == 2);
   plan->sizing.offload_dir = args.placement.offload_dir;
   plan->sizing.quantize = model.quantize;
+  plan->sizing.prequantized = model.prequantized;
   return plan;
 }
 
