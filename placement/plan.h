@@ -75,9 +75,6 @@ struct PlanSizing {
   std::string offload_dir;    // where disk tensors in another dtype are converted to
   // --quantize: decoder-layer linear weights were sized (and are bound) packed.
   loader::QuantizeOptions quantize;
-  // A pre-quantized checkpoint: its format ("GPTQ 4-bit (groups of 128, sym, v1)") and the
-  // file that says so; its decoder-layer linear weights were sized (and are bound) repacked.
-  std::string prequantized;
 };
 
 struct Plan {

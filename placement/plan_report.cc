@@ -29,15 +29,10 @@ std::string Signed(std::int64_t bytes) {
 }  // namespace
 
 std::string QuantizationSummary(const Plan& plan) {
+  if (!plan.sizing.quantize.enabled()) return "";
   const std::string kept =
       plan.sizing.compute_dtype ? std::string(loader::DTypeName(*plan.sizing.compute_dtype))
                                 : "their own dtype";
-  if (!plan.sizing.prequantized.empty()) {
-    return absl::StrCat("checkpoint ", plan.sizing.prequantized,
-                        ": decoder-layer linear weights repacked at load, sized and held "
-                        "packed; embeddings, norms, biases and lm_head in ", kept);
-  }
-  if (!plan.sizing.quantize.enabled()) return "";
   return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
                       ": decoder-layer linear weights, sized and held packed; embeddings, "
                       "norms, biases and lm_head stay ", kept);
@@ -103,13 +98,6 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
     quantize["summary"] = QuantizationSummary(plan);
     json["quantize"] = quantize;
   }
-  if (!plan.sizing.prequantized.empty()) {
-    nlohmann::ordered_json quantize;
-    quantize["checkpoint"] = plan.sizing.prequantized;
-    quantize["covers"] = "decoder-layer linear weights";
-    quantize["summary"] = QuantizationSummary(plan);
-    json["quantize"] = quantize;
-  }
   return json;
 }
 
@@ -153,9 +141,7 @@ std::string PlanToTable(const Plan& plan) {
         FormatBytes(device.activation_reserve_bytes + device.staging_reserve_bytes),
         Signed(device.left_bytes()));
   }
-  if (plan.sizing.quantize.enabled() || !plan.sizing.prequantized.empty()) {
-    absl::StrAppend(&out, "\nQuantized: ", QuantizationSummary(plan), "\n");
-  }
+  if (plan.sizing.quantize.enabled()) absl::StrAppend(&out, "\nQuantized: ", QuantizationSummary(plan), "\n");
   if (!plan.strategy_note.empty()) absl::StrAppend(&out, "\nStrategy: ", plan.strategy_note, "\n");
   if (!offloaded.empty()) {
     absl::StrAppend(&out, "\nOffloaded blocks (", offloaded.size(), "): ", plan.execution_reason,

@@ -91,11 +91,11 @@ uint64_t CpuWeights(const nlohmann::json& plan) {
 
 TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
   const CommandResult plan = RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model(),
-                                                     " --devices cpu=1GiB --format json"));
+                                                     " --devices cpu=1GiB --max-seq-len 64 --max-batch-size 2 --format json"));
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   const nlohmann::json json = nlohmann::json::parse(plan.output);
   const CommandResult reference_plan = RunCommand(absl::StrCat(
-      PLACER_CLI_PATH, " plan ", reference(), " --devices cpu=1GiB --format json"));
+      PLACER_CLI_PATH, " plan ", reference(), " --devices cpu=1GiB --max-seq-len 64 --max-batch-size 2 --format json"));
   ASSERT_EQ(reference_plan.exit_code, 0) << reference_plan.output;
   // The reference holds the linear weights in F32; the quantized model holds them packed:
   // per row and group a float32 scale and offset and group_size codes of `bits` bits.
