@@ -8,6 +8,7 @@
 #include "loader/checkpoint_files.h"
 #include "loader/file_util.h"
 #include "loader/architectures/architecture.h"
+#include "loader/prequantized_tensors.h"
 #include "loader/safetensors_header.h"
 #include "base/status_macros.h"
 
@@ -44,8 +45,7 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   std::shared_ptr<Checkpoint> checkpoint(new Checkpoint());
   checkpoint->dir_ = dir;
   {
-    PLACER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(files.config_path));
-    PLACER_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(text, files.config_path));
+    PLACER_ASSIGN_OR_RETURN(ModelConfig config, ReadCheckpointConfig(files));
     checkpoint->config_ = std::move(config);
   }
   const ModelConfig& config = checkpoint->config_;
@@ -105,8 +105,21 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   // Names and shapes must be what config.json implies for the architecture. A tied tensor
   // stored anyway (lm_head.weight of a tied model) is ignored, as transformers ties it, but
   // it must still have the shape it stands for.
+  if (config.quantization) {
+    std::map<std::string, StoredTensor> stored;
+    for (const auto& [name, info] : checkpoint->tensors_) stored[name] = {info.dtype, info.shape};
+    PLACER_ASSIGN_OR_RETURN(
+        checkpoint->quantized_,
+        MatchQuantizedLinears(architecture, *config.quantization,
+                              [&stored](const std::string& name) -> const StoredTensor* {
+                                const auto it = stored.find(name);
+                                return it == stored.end() ? nullptr : &it->second;
+                              },
+                              dir));
+  }
   std::map<std::string, const TensorDescription*> slot_of;
   for (const TensorDescription* slot : architecture.Slots()) {
+    if (checkpoint->QuantizedLinear(slot->name) != nullptr) continue;
     slot_of.emplace(slot->name, slot);
     const TensorInfo* info = checkpoint->Find(slot->name);
     if (info == nullptr && slot->present && slot->tied_to.empty()) {
@@ -125,6 +138,10 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   for (const auto& [name, info] : checkpoint->tensors_) {
     const std::string& path = checkpoint->shards_[static_cast<std::size_t>(info.shard)].path;
     const bool buffer = architecture.IsNonParameterBuffer(name);
+    if (checkpoint->quantized_.parts.count(name) > 0) {
+      checkpoint->total_bytes_ += info.nbytes();
+      continue;
+    }
     const auto slot = slot_of.find(name);
     if (!buffer && slot == slot_of.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -140,6 +157,10 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     checkpoint->total_bytes_ += info.nbytes();
     if (!buffer) checkpoint->parameter_count_ += info.num_elements;
     if (IsFloatingDType(info.dtype)) bytes_by_dtype[info.dtype] += info.nbytes();
+  }
+  // A quantized linear weight counts its out × in parameters, as transformers counts them.
+  for (const auto& [slot, source] : checkpoint->quantized_.by_slot) {
+    checkpoint->parameter_count_ += source.layout.out * source.layout.in;
   }
   std::uint64_t most_bytes = 0;
   for (const auto& [dtype, bytes] : bytes_by_dtype) {
@@ -185,6 +206,11 @@ std::size_t Checkpoint::mapped_shard_count() const {
   std::size_t count = 0;
   for (const auto& file : files_) count += file->mapped() ? 1 : 0;
   return count;
+}
+
+const QuantizedLinearSource* Checkpoint::QuantizedLinear(absl::string_view slot) const {
+  const auto it = quantized_.by_slot.find(std::string(slot));
+  return it == quantized_.by_slot.end() ? nullptr : &it->second;
 }
 
 const TensorInfo* Checkpoint::Find(absl::string_view name) const {

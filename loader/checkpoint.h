@@ -19,6 +19,7 @@
 #include "loader/dtype.h"
 #include "loader/safetensors_file.h"
 #include "loader/model_config.h"
+#include "loader/prequantized_tensors.h"
 
 namespace placer::loader {
 
@@ -56,6 +57,13 @@ class Checkpoint {
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::vector<ShardInfo>& shards() const { return shards_; }
   const TensorInfo* Find(absl::string_view name) const;
+  // A pre-quantized checkpoint's decoder-layer linear weight slot ("...q_proj.weight"): the
+  // tensors it is repacked from (loader/prequantized_repack.h); nullptr for other names.
+  const QuantizedLinearSource* QuantizedLinear(absl::string_view slot) const;
+  // A slot the checkpoint can fill: a stored tensor or a quantized linear weight.
+  bool HasSlot(absl::string_view name) const {
+    return Find(name) != nullptr || QuantizedLinear(name) != nullptr;
+  }
 
   // Elements of all parameters (known non-parameter buffers excluded).
   std::int64_t parameter_count() const { return parameter_count_; }
@@ -92,6 +100,7 @@ class Checkpoint {
   std::string dir_;
   ModelConfig config_;
   std::map<std::string, TensorInfo> tensors_;
+  QuantizedLinears quantized_;
   std::vector<ShardInfo> shards_;
   std::int64_t parameter_count_ = 0;
   std::uint64_t total_bytes_ = 0;

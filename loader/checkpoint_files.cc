@@ -108,7 +108,22 @@ absl::StatusOr<CheckpointFiles> FindCheckpointFiles(const std::string& dir) {
   if (names.count("tokenizer_config.json")) {
     files.tokenizer_config_path = path("tokenizer_config.json");
   }
+  if (names.count("quantize_config.json")) {
+    files.quantize_config_path = path("quantize_config.json");
+  }
   return files;
+}
+
+absl::StatusOr<ModelConfig> ReadCheckpointConfig(const CheckpointFiles& files) {
+  PLACER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(files.config_path));
+  PLACER_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(text, files.config_path));
+  // config.json's quantization_config wins, as transformers reads it first.
+  if (!config.quantization && !files.quantize_config_path.empty()) {
+    PLACER_ASSIGN_OR_RETURN(std::string quantize_text, ReadSmallFile(files.quantize_config_path));
+    PLACER_ASSIGN_OR_RETURN(config.quantization,
+                            ParseQuantizeConfigFile(quantize_text, files.quantize_config_path));
+  }
+  return config;
 }
 
 }  // namespace placer::loader

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loader/model_config.h"
 #include "loader/shard_index.h"
 
 namespace placer::loader {
@@ -24,8 +25,13 @@ struct CheckpointFiles {
   std::string generation_config_path;
   std::string tokenizer_path;
   std::string tokenizer_config_path;
+  std::string quantize_config_path;  // AutoGPTQ's, for checkpoints whose config.json lacks one
 };
 
 absl::StatusOr<CheckpointFiles> FindCheckpointFiles(const std::string& dir);
+
+// config.json, with quantize_config.json's format when config.json has no
+// quantization_config. Both the loader and the planner read the config through this.
+absl::StatusOr<ModelConfig> ReadCheckpointConfig(const CheckpointFiles& files);
 
 }  // namespace placer::loader

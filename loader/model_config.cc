@@ -271,6 +271,12 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const json& config,
   PLACER_ASSIGN_OR_RETURN(out.bos_token_id, ReadOptionalIntField(config, top, "bos_token_id"));
   PLACER_ASSIGN_OR_RETURN(out.eos_token_ids, ReadIntOrIntListField(config, top, "eos_token_id"));
   PLACER_ASSIGN_OR_RETURN(out.pad_token_id, ReadOptionalIntField(config, top, "pad_token_id"));
+  PLACER_ASSIGN_OR_RETURN(const json* quantization,
+                          FindJsonField(config, top, "quantization_config"));
+  if (quantization != nullptr) {
+    PLACER_ASSIGN_OR_RETURN(out.quantization,
+                            ParsePrequantizedFormat(*quantization, file, "quantization_config"));
+  }
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "loader/prequantized_config.h"
 
 namespace placer::loader {
 
@@ -64,6 +65,10 @@ struct ModelConfig {
   std::optional<std::int64_t> bos_token_id;
   std::vector<std::int64_t> eos_token_ids;  // eos_token_id may be int or list
   std::optional<std::int64_t> pad_token_id;
+
+  // A pre-quantized checkpoint: config.json's quantization_config, or quantize_config.json
+  // (loader/checkpoint_files.h reads that one).
+  std::optional<PrequantizedFormat> quantization;
 
   nlohmann::json raw;  // the file as parsed, for fields not normalized here
 

@@ -49,7 +49,7 @@ absl::StatusOr<std::shared_ptr<OffloadStore>> OffloadStore::Open(
     (info->dtype == wanted ? store->direct_ : store->converted_).insert(name);
   }
   for (const PackedOffload::Tensor& tensor : packed.tensors) {
-    if (store->checkpoint_->Find(tensor.name) == nullptr) {
+    if (!store->checkpoint_->HasSlot(tensor.name)) {
       return absl::NotFoundError(absl::StrCat(store->checkpoint_->dir(), ": no tensor \"",
                                               tensor.name, "\" to offload packed"));
     }

@@ -11,9 +11,7 @@ absl::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::string& dir) 
   // The same files the loader opens (one discovery: loader/checkpoint_files.h).
   PLACER_ASSIGN_OR_RETURN(loader::CheckpointFiles files, loader::FindCheckpointFiles(dir));
   CheckpointSummary summary;
-  PLACER_ASSIGN_OR_RETURN(std::string config_text, loader::ReadSmallFile(files.config_path));
-  absl::StatusOr<loader::ModelConfig> config =
-      loader::ParseModelConfig(config_text, files.config_path);
+  absl::StatusOr<loader::ModelConfig> config = loader::ReadCheckpointConfig(files);
   if (!config.ok()) return config.status();
   summary.config = *std::move(config);
 

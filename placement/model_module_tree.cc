@@ -1,9 +1,11 @@
 #include "placement/model_module_tree.h"
 
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
+#include "loader/prequantized_tensors.h"
 
 namespace placer::placement {
 namespace {
@@ -41,10 +43,34 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
   const loader::DType default_dtype = CheckpointDType(config, checkpoint_tensors);
   std::map<std::string, const loader::TensorDescription*> slots;
   for (const loader::TensorDescription* slot : architecture.Slots()) slots.emplace(slot->name, slot);
+  const std::optional<loader::PrequantizedFormat>& prequantized = config.quantization;
+  if (prequantized && quantize.enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantize ", loader::DescribeQuantizeOptions(quantize), ": the checkpoint is already ",
+        "quantized (", prequantized->Describe(), ", from ", prequantized->source,
+        "); drop --quantize"));
+  }
+  std::set<std::string> quantized_parts;
+  if (prequantized && !checkpoint_tensors.empty()) {
+    std::map<std::string, loader::StoredTensor> stored;
+    for (const TensorSpec& tensor : checkpoint_tensors) {
+      stored[architecture.CanonicalName(tensor.name)] = {tensor.dtype, tensor.shape};
+    }
+    absl::StatusOr<loader::QuantizedLinears> matched = loader::MatchQuantizedLinears(
+        architecture, *prequantized,
+        [&stored](const std::string& name) -> const loader::StoredTensor* {
+          const auto it = stored.find(name);
+          return it == stored.end() ? nullptr : &it->second;
+        },
+        "checkpoint");
+    if (!matched.ok()) return matched.status();
+    quantized_parts = std::move(matched->parts);
+  }
   std::map<std::string, const TensorSpec*> by_name;
   for (const TensorSpec& tensor : checkpoint_tensors) {
     const std::string name = architecture.CanonicalName(tensor.name);
     if (architecture.IsNonParameterBuffer(name)) continue;
+    if (quantized_parts.count(name) > 0) continue;
     const auto slot = slots.find(name);
     if (slot == slots.end() || !slot->second->present) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -64,6 +90,15 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     for (const loader::TensorDescription& slot : block.tensors) {
       if (!slot.present) continue;
       TensorSpec tensor{slot.name, slot.shape, default_dtype, false, block.row_lookup, std::nullopt};
+      if (prequantized && block.decoder_layer() && slot.linear != loader::LinearWeight::kNone) {
+        // Held repacked: planned in the packed bytes, whatever the parts weigh on disk.
+        absl::StatusOr<loader::PackedLayout> layout =
+            loader::PrequantizedSlotLayout(slot, *prequantized, "checkpoint");
+        if (!layout.ok()) return layout.status();
+        tensor.packed_bytes = layout->bytes();
+        spec.tensors.push_back(std::move(tensor));
+        continue;
+      }
       const auto stored = by_name.find(slot.name);
       const auto read = by_name.find(slot.source());
       if (stored != by_name.end()) {

@@ -11,7 +11,9 @@
 #include "placement/model_module_tree.h"
 #include "placement/module_subtree.h"
 #include "placement/module_tree_json.h"
+#include "loader/checkpoint_files.h"
 #include "placement/plan_report.h"
+#include "placement/prequantized_summary.h"
 #include "placement/planner.h"
 #include "placement/reserves.h"
 #include "base/status_macros.h"
@@ -93,7 +95,7 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
   model.spec = *std::move(spec);
   model.activation_reserve_bytes =
       ActivationReserveBytes(config, limits, dtype) +
-      DequantizedWeightReserveBytes(config, model.quantize.enabled(), dtype);
+      DequantizedWeightReserveBytes(config, model.quantize.enabled() || config.quantization.has_value(), dtype);
   model.compute_dtype = dtype;
   model.limits = limits;
   model.kv_cache_blocks = KvCacheBlocks(limits, config.shared_attention_window());
@@ -201,10 +203,22 @@ absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out) {
         absl::StrCat("--format '", args.format, "': expected table or json"));
   }
   PLACER_ASSIGN_OR_RETURN(Plan plan, BuildPlan(args));
+  std::optional<loader::PrequantizedFormat> prequantized;
+  if (args.module_tree_path.empty()) {
+    PLACER_ASSIGN_OR_RETURN(loader::CheckpointFiles files,
+                            loader::FindCheckpointFiles(args.checkpoint_dir));
+    PLACER_ASSIGN_OR_RETURN(loader::ModelConfig config, loader::ReadCheckpointConfig(files));
+    prequantized = config.quantization;
+  }
+  const std::string summary =
+      prequantized ? PrequantizedSummary(*prequantized, plan.sizing.compute_dtype) : "";
   if (args.format == "json") {
-    out << PlanToJson(plan).dump(2) << "\n";
+    nlohmann::ordered_json json = PlanToJson(plan);
+    if (prequantized) json["quantize"] = PrequantizedJson(*prequantized, summary);
+    out << json.dump(2) << "\n";
   } else {
     out << PlanToTable(plan);
+    if (prequantized) out << "\nQuantized: " << summary << "\n";
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/offload_store.h"
+#include "loader/prequantized_repack.h"
 #include "loader/quantized_weight.h"
 #include "placement/device_roles.h"
 #include "base/status_macros.h"
@@ -34,6 +35,9 @@ bool StoredAs(const loader::Checkpoint& checkpoint, const std::string& name,
 absl::StatusOr<loader::PackedLayout> PackedLayoutOfSlot(const loader::Checkpoint& checkpoint,
                                                        const BlockTensor& slot,
                                                        const loader::QuantizeOptions& quantize) {
+  if (const loader::QuantizedLinearSource* source = checkpoint.QuantizedLinear(slot.name)) {
+    return source->layout;
+  }
   const loader::TensorInfo* info = checkpoint.Find(slot.name);
   if (info == nullptr || info->shape.size() != 2) {
     return absl::InvalidArgumentError(
@@ -44,10 +48,14 @@ absl::StatusOr<loader::PackedLayout> PackedLayoutOfSlot(const loader::Checkpoint
                                  info->shape[in_out ? 0 : 1], slot.name);
 }
 
-// The stored weight (a view of the mapping) packed in host memory.
+// Packed in host memory: a pre-quantized checkpoint's parts repacked, or the stored weight (a
+// view of the mapping) quantized under --quantize.
 absl::StatusOr<at::Tensor> PackLinearWeight(const loader::Checkpoint& checkpoint,
                                             const BlockTensor& slot,
                                             const loader::QuantizeOptions& quantize) {
+  if (const loader::QuantizedLinearSource* source = checkpoint.QuantizedLinear(slot.name)) {
+    return loader::RepackQuantizedLinear(checkpoint, *source);
+  }
   PLACER_ASSIGN_OR_RETURN(loader::PackedLayout layout,
                           PackedLayoutOfSlot(checkpoint, slot, quantize));
   PLACER_ASSIGN_OR_RETURN(at::Tensor stored, checkpoint.ReadTensor(slot.name));
@@ -73,9 +81,9 @@ class WeightReader {
     const std::string& name = slot.name;
     const auto key = std::make_pair(name, device.Name());
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    absl::StatusOr<at::Tensor> read = quantize_.enabled() && slot.linear != loader::LinearWeight::kNone
-                                          ? ReadPacked(slot, device)
-                                          : ReadUncached(name, device);
+    const bool packed = (quantize_.enabled() && slot.linear != loader::LinearWeight::kNone) ||
+                        checkpoint_->QuantizedLinear(name) != nullptr;
+    absl::StatusOr<at::Tensor> read = packed ? ReadPacked(slot, device) : ReadUncached(name, device);
     PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, std::move(read));
     accounting_->AddMemory(device.Name(), MemoryKind::kWeights,
                            static_cast<int64_t>(Bytes(tensor)));
@@ -154,7 +162,7 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
     std::string first_tensor;
     for (const BlockTensor& tensor : spec.tensors) {
       if (tensor.absent) continue;
-      if (checkpoint->Find(tensor.name) == nullptr) {
+      if (!checkpoint->HasSlot(tensor.name)) {
         return absl::NotFoundError(absl::StrCat(checkpoint->dir(), ": block ", spec.module,
                                                 " needs tensor ", tensor.name,
                                                 ", which the checkpoint does not have"));
@@ -170,7 +178,8 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
             bound.weights_device.Name(), " (", first_tensor, ") and ", device.Name(), " (",
             tensor.name, "); a block must stay on one device"));
       }
-      const bool packed = plan.quantize.enabled() && tensor.linear != loader::LinearWeight::kNone;
+      const bool packed = (plan.quantize.enabled() && tensor.linear != loader::LinearWeight::kNone) ||
+                          checkpoint->QuantizedLinear(tensor.name) != nullptr;
       if (device.kind == DeviceKind::kDisk && packed && packed_slots.count(tensor.name) == 0) {
         PLACER_ASSIGN_OR_RETURN(loader::PackedLayout layout,
                                 PackedLayoutOfSlot(*checkpoint, tensor, plan.quantize));
@@ -206,7 +215,9 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
           "tensor ", first,
           " goes to disk converted or quantized, which needs --offload-dir"));
     }
-    packed_on_disk.scheme = loader::DescribeQuantizeOptions(plan.quantize);
+    packed_on_disk.scheme = checkpoint->config().quantization
+                                ? checkpoint->config().quantization->Describe()
+                                : loader::DescribeQuantizeOptions(plan.quantize);
     packed_on_disk.pack = [checkpoint, packed_slots, quantize = plan.quantize](const std::string& name) {
       return PackLinearWeight(*checkpoint, packed_slots.at(name), quantize);
     };

@@ -7,6 +7,7 @@
 #include "loader/dtype.h"
 #include "placement/cuda_probe.h"
 #include "placement/plan_report.h"
+#include "placement/prequantized_summary.h"
 #include "model/causal_lm.h"
 #include "model/generation_defaults.h"
 #include "model/tokenizer/tokenizer.h"
@@ -61,6 +62,10 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   spdlog::info("compute dtype {}: {}", std::string(loader::DTypeName(*plan.sizing.compute_dtype)),
                plan.sizing.compute_dtype_source);
   spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
+  if (const auto& prequantized = checkpoint->config().quantization) {
+    spdlog::info("Quantized: {}",
+                 placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype));
+  }
   const std::vector<std::string> offloaded = placement::OffloadedBlocks(plan);
   if (!offloaded.empty()) {
     spdlog::info("offload execution: {} on {} for {} blocks: {}",

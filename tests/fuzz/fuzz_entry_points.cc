@@ -4,6 +4,8 @@
 
 #include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
+#include "loader/prequantized_config.h"
+#include "loader/prequantized_tensors.h"
 #include "loader/safetensors_header.h"
 #include "loader/shard_index.h"
 
@@ -16,6 +18,30 @@ absl::string_view AsText(const std::uint8_t* data, std::size_t size) {
 
 void Check(bool invariant) {
   if (!invariant) __builtin_trap();
+}
+
+void CheckPrequantizedFormat(const loader::PrequantizedFormat& format) {
+  Check(format.bits == 4 || format.bits == 8);
+  Check(format.group_size >= 0);
+  Check(format.bits == 8 || format.group_size % 32 == 0);
+  Check(!format.Describe().empty());
+}
+
+// A parsed format against the architecture: each linear slot's layout is valid or refused,
+// and matching against a checkpoint without the parts is an error, never a crash.
+void CheckPrequantizedSlots(const loader::ModelConfig& config) {
+  const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
+  for (const loader::TensorDescription* slot : architecture.Slots()) {
+    if (slot->linear == loader::LinearWeight::kNone) continue;
+    absl::StatusOr<loader::PackedLayout> layout =
+        loader::PrequantizedSlotLayout(*slot, *config.quantization, "fuzz");
+    if (!layout.ok()) continue;
+    Check(layout->bytes() > 0 && layout->in % layout->group_size == 0);
+  }
+  absl::StatusOr<loader::QuantizedLinears> matched = loader::MatchQuantizedLinears(
+      architecture, *config.quantization,
+      [](const std::string&) -> const loader::StoredTensor* { return nullptr; }, "fuzz");
+  Check(!matched.ok() || matched->by_slot.empty());
 }
 
 }  // namespace
@@ -58,7 +84,20 @@ int FuzzModelConfig(const std::uint8_t* data, std::size_t size) {
     for (const loader::ExpectedTensor& tensor : loader::ExpectedTensors(*config)) {
       for (const std::int64_t dim : tensor.shape) Check(dim > 0);
     }
+    if (config->quantization) CheckPrequantizedSlots(*config);
   }
+  if (config->quantization) CheckPrequantizedFormat(*config->quantization);
+  return 0;
+}
+
+int FuzzQuantizeConfig(const std::uint8_t* data, std::size_t size) {
+  absl::StatusOr<loader::PrequantizedFormat> format =
+      loader::ParseQuantizeConfigFile(AsText(data, size), "fuzz.quantize_config.json");
+  if (!format.ok()) {
+    Check(!format.status().message().empty());
+    return 0;
+  }
+  CheckPrequantizedFormat(*format);
   return 0;
 }
 

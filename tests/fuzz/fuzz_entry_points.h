@@ -12,5 +12,6 @@ namespace placer::fuzz {
 int FuzzSafetensorsHeader(const std::uint8_t* data, std::size_t size);
 int FuzzShardIndex(const std::uint8_t* data, std::size_t size);
 int FuzzModelConfig(const std::uint8_t* data, std::size_t size);
+int FuzzQuantizeConfig(const std::uint8_t* data, std::size_t size);
 
 }  // namespace placer::fuzz

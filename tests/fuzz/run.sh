@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config tokenizer_json tokenizer_text request_wire infer_request stage_wire)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index model_config quantize_config tokenizer_json tokenizer_text request_wire infer_request stage_wire)
 build=build-fuzz
 
 command -v clang++ >/dev/null || { echo "run.sh: clang++ is required" >&2; exit 1; }

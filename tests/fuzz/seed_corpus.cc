@@ -27,6 +27,38 @@ constexpr const char* kConfigs[] = {
         "tie_word_embeddings": true, "rope_scaling": {"type": "linear", "factor": 2}})",
     R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100,
         "n_inner": 100, "layer_norm_epsilon": 1e-5})",
+    // Pre-quantized checkpoints' quantization_config (loader/prequantized_config.h).
+    R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32,
+        "sym": false, "desc_act": false, "checkpoint_format": "gptq", "damp_percent": 0.01}})",
+    R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64,
+        "zero_point": true, "version": "gemm", "modules_to_not_convert": null}})",
+    R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+        "quantization_status": "compressed", "ignore": ["lm_head"], "config_groups":
+        {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int",
+        "symmetric": false, "strategy": "group", "group_size": 32, "dynamic": false},
+        "input_activations": null}}}})",
+    R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 1, "n_head": 4,
+        "vocab_size": 100, "quantization_config": {"quant_method": "compressed-tensors",
+        "format": "int-quantized", "config_groups": {"g": {"targets": ["Linear"], "weights":
+        {"num_bits": 8, "strategy": "channel", "symmetric": true}, "input_activations":
+        {"num_bits": 8, "dynamic": true}}}}})",
+};
+
+// AutoGPTQ's and AutoAWQ's own quantize_config.json (no quant_method: GPTQ).
+constexpr const char* kQuantizeConfigs[] = {
+    R"({"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": false,
+        "static_groups": false, "sym": true, "true_sequential": true,
+        "model_name_or_path": null, "model_file_base_name": null})",
+    R"({"bits": 8, "group_size": -1, "desc_act": true, "sym": false,
+        "checkpoint_format": "gptq_v2"})",
+    R"({"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": true,
+        "version": "GEMM"})",
 };
 
 void FillPattern(std::uint8_t* destination, std::size_t nbytes) {
@@ -38,7 +70,7 @@ void FillPattern(std::uint8_t* destination, std::size_t nbytes) {
 absl::StatusOr<SeedCorpus> WriteSeedCorpus(const std::string& root) {
   SeedCorpus corpus;
   std::error_code error;
-  for (const char* target : {"safetensors_header", "shard_index", "model_config"}) {
+  for (const char* target : {"safetensors_header", "shard_index", "model_config", "quantize_config"}) {
     fs::create_directories(fs::path(root) / target, error);
     if (error) return absl::UnavailableError(absl::StrCat(root, ": ", error.message()));
   }
@@ -91,6 +123,16 @@ absl::StatusOr<SeedCorpus> WriteSeedCorpus(const std::string& root) {
       return status;
     }
     corpus.model_config.push_back(path);
+  }
+  int quantize_number = 0;
+  for (const char* config : kQuantizeConfigs) {
+    const std::string path = (fs::path(root) / "quantize_config" /
+                              absl::StrCat("quantize_config", quantize_number++, ".json"))
+                                 .string();
+    if (absl::Status status = loader::WriteFileAtomically(path, config); !status.ok()) {
+      return status;
+    }
+    corpus.quantize_config.push_back(path);
   }
   return corpus;
 }

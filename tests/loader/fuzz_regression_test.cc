@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "loader/model_config.h"
+#include "loader/prequantized_config.h"
 #include "loader/safetensors_header.h"
 #include "loader/shard_index.h"
 #include "tests/fuzz/fuzz_entry_points.h"
@@ -95,6 +96,15 @@ TEST_F(FuzzRegressionTest, ModelConfigSurvivesMutations) {
   }
 }
 
+TEST_F(FuzzRegressionTest, QuantizeConfigSurvivesMutations) {
+  ASSERT_GE(corpus_.quantize_config.size(), 3u);
+  for (const std::string& path : corpus_.quantize_config) {
+    const std::string seed = loader::testing::ReadFileBytes(path);
+    EXPECT_TRUE(loader::ParseQuantizeConfigFile(seed, path).ok()) << path;
+    RunMutations(FuzzQuantizeConfig, seed);
+  }
+}
+
 TEST(FuzzRegressionInputs, CraftedAndSavedInputsDoNotCrash) {
   const std::vector<std::string> crafted = {
       "", "\xff\xff\xff\xff\xff\xff\xff\xff", std::string(8, '\0') + "{}",
@@ -112,11 +122,13 @@ TEST(FuzzRegressionInputs, CraftedAndSavedInputsDoNotCrash) {
     Feed(FuzzSafetensorsHeader, input);
     Feed(FuzzShardIndex, input);
     Feed(FuzzModelConfig, input);
+    Feed(FuzzQuantizeConfig, input);
   }
   const std::pair<const char*, Target> saved[] = {
       {"safetensors_header", FuzzSafetensorsHeader},
       {"shard_index", FuzzShardIndex},
-      {"model_config", FuzzModelConfig}};
+      {"model_config", FuzzModelConfig},
+      {"quantize_config", FuzzQuantizeConfig}};
   for (const auto& [name, target] : saved) {
     const std::filesystem::path dir = std::filesystem::path(PLACER_FUZZ_REGRESSIONS_DIR) / name;
     if (!std::filesystem::exists(dir)) continue;

@@ -1,0 +1,258 @@
+#include "loader/prequantized_config.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "base/json_fields.h"
+#include "base/status_macros.h"
+
+namespace placer::loader {
+namespace {
+
+using nlohmann::json;
+
+struct Where {
+  absl::string_view file;
+  std::string path;
+  JsonWhere at() const { return {file, path}; }
+  absl::Status Error(absl::string_view key, absl::string_view why) const {
+    return JsonError({file, JoinJsonPath(path, key)}, why);
+  }
+};
+
+// A field that must be false (or absent) because placer does not implement what true means.
+absl::Status RequireFalse(const json& object, const Where& where, absl::string_view key,
+                          absl::string_view why) {
+  PLACER_ASSIGN_OR_RETURN(const bool value, ReadBoolField(object, where.at(), key, false));
+  if (value) return where.Error(key, why);
+  return absl::OkStatus();
+}
+
+absl::Status ReadGroupSize(const json& object, const Where& where, absl::string_view key,
+                           PrequantizedFormat& format) {
+  PLACER_ASSIGN_OR_RETURN(const std::int64_t group_size, ReadIntField(object, where.at(), key));
+  if (group_size == -1) {
+    format.group_size = 0;
+    return absl::OkStatus();
+  }
+  if (group_size <= 0) {
+    return where.Error(key, absl::StrCat("must be positive or -1, got ", group_size));
+  }
+  if (format.bits == 4 && group_size % 32 != 0) {
+    return where.Error(key, absl::StrCat("4-bit groups of ", group_size,
+                                         " inputs are not supported (a multiple of 32)"));
+  }
+  format.group_size = group_size;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PrequantizedFormat> ParseGptq(const json& config, const Where& where) {
+  PrequantizedFormat format;
+  format.method = PrequantizedMethod::kGptq;
+  PLACER_ASSIGN_OR_RETURN(const std::int64_t bits, ReadIntField(config, where.at(), "bits"));
+  if (bits != 4 && bits != 8) {
+    return where.Error("bits", absl::StrCat(bits, "-bit GPTQ is not supported (4 or 8)"));
+  }
+  format.bits = static_cast<int>(bits);
+  PLACER_RETURN_IF_ERROR(ReadGroupSize(config, where, "group_size", format));
+  PLACER_ASSIGN_OR_RETURN(format.symmetric, ReadBoolField(config, where.at(), "sym", true));
+  PLACER_ASSIGN_OR_RETURN(format.desc_act, ReadBoolField(config, where.at(), "desc_act", false));
+  PLACER_ASSIGN_OR_RETURN(const std::string checkpoint_format,
+                          ReadStringField(config, where.at(), "checkpoint_format", "gptq"));
+  if (checkpoint_format == "gptq") {
+    format.zeros_minus_one = true;
+  } else if (checkpoint_format == "gptq_v2") {
+    format.zeros_minus_one = false;
+  } else {
+    return where.Error("checkpoint_format",
+                       absl::StrCat("'", checkpoint_format,
+                                    "' is not supported (\"gptq\" or \"gptq_v2\")"));
+  }
+  PLACER_RETURN_IF_ERROR(RequireFalse(config, where, "lm_head",
+                                      "a quantized lm_head is not supported"));
+  PLACER_ASSIGN_OR_RETURN(const json* subset,
+                          FindJsonField(config, where.at(), "modules_in_block_to_quantize"));
+  if (subset != nullptr) {
+    return where.Error("modules_in_block_to_quantize",
+                       "quantizing only some linear layers of a block is not supported");
+  }
+  return format;
+}
+
+absl::StatusOr<PrequantizedFormat> ParseAwq(const json& config, const Where& where) {
+  PrequantizedFormat format;
+  format.method = PrequantizedMethod::kAwq;
+  format.symmetric = false;
+  format.zeros_minus_one = false;
+  // AutoAWQ writes bits/group_size in config.json and w_bit/q_group_size in its own file.
+  const char* bits_key = config.contains("bits") ? "bits" : "w_bit";
+  PLACER_ASSIGN_OR_RETURN(const std::int64_t bits, ReadIntField(config, where.at(), bits_key));
+  if (bits != 4) {
+    return where.Error(bits_key, absl::StrCat(bits, "-bit AWQ is not supported (4)"));
+  }
+  format.bits = 4;
+  PLACER_RETURN_IF_ERROR(ReadGroupSize(
+      config, where, config.contains("group_size") ? "group_size" : "q_group_size", format));
+  PLACER_ASSIGN_OR_RETURN(const bool zero_point,
+                          ReadBoolField(config, where.at(), "zero_point", true));
+  if (!zero_point) return where.Error("zero_point", "AWQ without zero points is not supported");
+  PLACER_ASSIGN_OR_RETURN(std::string version,
+                          ReadStringField(config, where.at(), "version", "gemm"));
+  if (absl::AsciiStrToLower(version) != "gemm") {
+    return where.Error("version",
+                       absl::StrCat("AWQ '", version, "' packing is not supported (\"gemm\")"));
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* skipped,
+                          FindJsonField(config, where.at(), "modules_to_not_convert"));
+  if (skipped != nullptr && !(skipped->is_array() && skipped->empty())) {
+    return where.Error("modules_to_not_convert",
+                       "leaving some linear layers unquantized is not supported");
+  }
+  return format;
+}
+
+absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
+                                                          const Where& where) {
+  PrequantizedFormat format;
+  format.zeros_minus_one = false;
+  PLACER_ASSIGN_OR_RETURN(const std::string packing,
+                          ReadStringField(config, where.at(), "format"));
+  if (packing == "pack-quantized") {
+    format.method = PrequantizedMethod::kCompressedPacked;
+  } else if (packing == "int-quantized") {
+    format.method = PrequantizedMethod::kCompressedInt;
+  } else {
+    return where.Error("format", absl::StrCat("'", packing,
+                                              "' is not supported (\"pack-quantized\" or "
+                                              "\"int-quantized\")"));
+  }
+  PLACER_ASSIGN_OR_RETURN(const std::string status,
+                          ReadStringField(config, where.at(), "quantization_status", "compressed"));
+  if (status != "compressed") {
+    return where.Error("quantization_status",
+                       absl::StrCat("'", status, "': only compressed checkpoints are stored packed"));
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* ignore, FindJsonField(config, where.at(), "ignore"));
+  if (ignore != nullptr) {
+    const bool only_lm_head = ignore->is_array() && (ignore->empty() || (ignore->size() == 1 &&
+                              (*ignore)[0] == "lm_head"));
+    if (!only_lm_head) {
+      return where.Error("ignore", "only [\"lm_head\"] may be left unquantized");
+    }
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* sparsity, FindJsonField(config, where.at(), "sparsity_config"));
+  if (sparsity != nullptr && !(sparsity->is_object() && sparsity->empty())) {
+    return where.Error("sparsity_config", "sparse checkpoints are not supported");
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* kv_cache, FindJsonField(config, where.at(), "kv_cache_scheme"));
+  if (kv_cache != nullptr) return where.Error("kv_cache_scheme", "a quantized KV cache is not supported");
+
+  PLACER_ASSIGN_OR_RETURN(const json* groups, ReadObjectField(config, where.at(), "config_groups"));
+  const std::string groups_path = JoinJsonPath(where.path, "config_groups");
+  if (groups->size() != 1) {
+    return where.Error("config_groups",
+                       absl::StrCat("exactly one group is supported, got ", groups->size()));
+  }
+  const Where group{where.file, JoinJsonPath(groups_path, groups->begin().key())};
+  const json& scheme = groups->begin().value();
+  PLACER_ASSIGN_OR_RETURN(const json* targets, ReadArrayField(scheme, group.at(), "targets"));
+  if (*targets != json::array({"Linear"})) {
+    return group.Error("targets", "only [\"Linear\"] is supported");
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* weights, ReadObjectField(scheme, group.at(), "weights"));
+  const Where w{where.file, JoinJsonPath(group.path, "weights")};
+  PLACER_ASSIGN_OR_RETURN(const std::int64_t bits, ReadIntField(*weights, w.at(), "num_bits"));
+  const bool packed = format.method == PrequantizedMethod::kCompressedPacked;
+  if (bits != 8 && !(packed && bits == 4)) {
+    return w.Error("num_bits", absl::StrCat(bits, "-bit ", packing, " weights are not supported (",
+                                            packed ? "4 or 8" : "8", ")"));
+  }
+  format.bits = static_cast<int>(bits);
+  PLACER_ASSIGN_OR_RETURN(const std::string type, ReadStringField(*weights, w.at(), "type", "int"));
+  if (type != "int") return w.Error("type", absl::StrCat("'", type, "' weights are not supported (\"int\")"));
+  PLACER_ASSIGN_OR_RETURN(format.symmetric, ReadBoolField(*weights, w.at(), "symmetric", true));
+  PLACER_RETURN_IF_ERROR(RequireFalse(*weights, w, "dynamic", "dynamic weight scales are not supported"));
+  PLACER_ASSIGN_OR_RETURN(const json* actorder, FindJsonField(*weights, w.at(), "actorder"));
+  if (actorder != nullptr && *actorder != false) {
+    return w.Error("actorder", "activation-ordered groups are not supported");
+  }
+  PLACER_ASSIGN_OR_RETURN(const std::string strategy, ReadStringField(*weights, w.at(), "strategy"));
+  if (strategy == "channel") {
+    format.group_size = 0;
+  } else if (strategy == "group" && packed) {
+    PLACER_RETURN_IF_ERROR(ReadGroupSize(*weights, w, "group_size", format));
+    if (format.group_size == 0) return w.Error("group_size", "must be positive for strategy \"group\"");
+  } else {
+    return w.Error("strategy", absl::StrCat("'", strategy, "' is not supported (",
+                                            packed ? "\"group\" or \"channel\"" : "\"channel\"", ")"));
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* inputs, FindJsonField(scheme, group.at(), "input_activations"));
+  if (inputs != nullptr) {
+    const Where in{where.file, JoinJsonPath(group.path, "input_activations")};
+    PLACER_ASSIGN_OR_RETURN(const bool dynamic, ReadBoolField(*inputs, in.at(), "dynamic", false));
+    if (packed || !dynamic) {
+      return in.Error("dynamic", "only dynamic activation quantization of int-quantized weights "
+                                 "is supported (served in the compute dtype)");
+    }
+    format.dynamic_int8_activations = true;
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* outputs, FindJsonField(scheme, group.at(), "output_activations"));
+  if (outputs != nullptr) return group.Error("output_activations", "output quantization is not supported");
+  return format;
+}
+
+}  // namespace
+
+std::string PrequantizedFormat::Describe() const {
+  const std::string groups =
+      group_size == 0 ? "one scale per output channel" : absl::StrCat("groups of ", group_size);
+  switch (method) {
+    case PrequantizedMethod::kGptq:
+      return absl::StrCat("GPTQ ", bits, "-bit (", groups, symmetric ? ", sym" : ", asym",
+                          desc_act ? ", desc_act" : "", zeros_minus_one ? ", v1" : ", v2", ")");
+    case PrequantizedMethod::kAwq: return absl::StrCat("AWQ GEMM ", bits, "-bit (", groups, ")");
+    case PrequantizedMethod::kCompressedPacked:
+      return absl::StrCat("compressed-tensors pack-quantized ", bits, "-bit (", groups,
+                          symmetric ? ", symmetric" : ", asymmetric", ")");
+    case PrequantizedMethod::kCompressedInt:
+      return absl::StrCat("compressed-tensors int-quantized 8-bit (", groups,
+                          dynamic_int8_activations ? "; activations kept in the compute dtype" : "",
+                          ")");
+  }
+  return "";
+}
+
+absl::StatusOr<PrequantizedFormat> ParsePrequantizedFormat(const json& config,
+                                                           absl::string_view file,
+                                                           absl::string_view path) {
+  const Where where{file, std::string(path)};
+  if (!config.is_object()) return JsonError(where.at(), "must be an object");
+  PLACER_ASSIGN_OR_RETURN(const std::string method,
+                          ReadStringField(config, where.at(), "quant_method"));
+  absl::StatusOr<PrequantizedFormat> format;
+  if (method == "gptq") {
+    format = ParseGptq(config, where);
+  } else if (method == "awq") {
+    format = ParseAwq(config, where);
+  } else if (method == "compressed-tensors") {
+    format = ParseCompressedTensors(config, where);
+  } else {
+    return where.Error("quant_method",
+                       absl::StrCat("'", method,
+                                    "' is not supported (gptq, awq or compressed-tensors)"));
+  }
+  if (format.ok()) format->source = std::string(file);
+  return format;
+}
+
+absl::StatusOr<PrequantizedFormat> ParseQuantizeConfigFile(absl::string_view json_text,
+                                                           absl::string_view file) {
+  json parsed = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return JsonError({file, ""}, "not valid JSON");
+  if (!parsed.is_object()) return JsonError({file, ""}, "must be an object");
+  if (!parsed.contains("quant_method")) parsed["quant_method"] = "gptq";
+  return ParsePrequantizedFormat(parsed, file, "");
+}
+
+}  // namespace placer::loader

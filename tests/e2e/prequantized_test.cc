@@ -1,0 +1,132 @@
+// Pre-quantized checkpoints end to end: for GPTQ, AWQ and compressed-tensors (pack-quantized
+// and int-quantized) checkpoints written by the independent Python packer
+// (tests/model/prequantized_writer.py), a real placerd serves over gRPC the greedy tokens that a
+// second placerd serving the float dequantization of the same tensors serves; `placer plan`
+// sizes the linear weights in their packed bytes and names the format; --quantize on top of
+// one is refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/placer_client.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace placer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+struct Format {
+  std::string name, writer_args, description;
+  int bits;
+  int64_t group_size;  // -1: all inputs
+};
+void PrintTo(const Format& f, std::ostream* os) { *os << f.name; }
+
+class Prequantized : public ::testing::TestWithParam<Format> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat("placer-prequantized-e2e-", getpid(), "-", GetParam().name);
+    fs::remove_all(dir_);
+    const CommandResult made = RunCommand(absl::StrCat(
+        PLACER_MAKE_CHECKPOINT_PATH, " --out ", (dir_ / "base").string(),
+        " --arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256"
+        " --vocab 300 --attention-bias --mlp-bias --seed 41"));
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    const CommandResult written = RunCommand(absl::StrCat(
+        "/usr/bin/python3 ", PLACER_SOURCE_DIR, "/tests/model/prequantized_writer.py ",
+        (dir_ / "base").string(), " ", model(), " ", reference(), " ", GetParam().writer_args));
+    ASSERT_EQ(written.exit_code, 0) << written.output;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string model() const { return (dir_ / "model").string(); }
+  std::string reference() const { return (dir_ / "reference").string(); }
+
+  // Greedy tokens after a fixed prompt from a placerd serving `checkpoint`; its log in `log`.
+  std::vector<int32_t> GreedyTokens(const std::string& checkpoint, std::string* log) {
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports, {"--model", checkpoint, "--max-seq-len", "64",
+                                            "--max-batch-size", "2"}));
+    EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+    client::PlacerClient client({ports.target(), seconds(20)});
+    v1::GenerateRequest request;
+    for (int id : {1, 50, 60, 7, 120, 33}) request.add_prompt_token_ids(id);
+    request.mutable_params()->set_max_new_tokens(12);
+    request.mutable_params()->set_ignore_eos(true);
+    std::vector<int32_t> tokens;
+    const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
+      tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+    });
+    EXPECT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+    *log = daemon.Log();
+    return tokens;
+  }
+
+  fs::path dir_;
+};
+
+TEST_P(Prequantized, ServesTheGreedyTokensOfItsDequantizedReference) {
+  std::string log, reference_log;
+  const std::vector<int32_t> tokens = GreedyTokens(model(), &log);
+  const std::vector<int32_t> want = GreedyTokens(reference(), &reference_log);
+  ASSERT_EQ(tokens.size(), 12u) << log;
+  EXPECT_EQ(tokens, want) << log;
+  EXPECT_NE(log.find("Quantized: checkpoint " + GetParam().description), std::string::npos) << log;
+  EXPECT_EQ(reference_log.find("Quantized:"), std::string::npos) << reference_log;
+}
+
+uint64_t CpuWeights(const nlohmann::json& plan) {
+  for (const auto& entry : plan.at("devices")) {
+    if (entry.at("name") == "cpu") return entry.at("weights_bytes").get<uint64_t>();
+  }
+  return 0;
+}
+
+TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
+  const CommandResult plan = RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model(),
+                                                     " --devices cpu=1GiB --max-seq-len 64 --max-batch-size 2 --format json"));
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const nlohmann::json json = nlohmann::json::parse(plan.output);
+  const CommandResult reference_plan = RunCommand(absl::StrCat(
+      PLACER_CLI_PATH, " plan ", reference(), " --devices cpu=1GiB --max-seq-len 64 --max-batch-size 2 --format json"));
+  ASSERT_EQ(reference_plan.exit_code, 0) << reference_plan.output;
+  // The reference holds the linear weights in F32; the quantized model holds them packed:
+  // per row and group a float32 scale and offset and group_size codes of `bits` bits.
+  uint64_t expected = CpuWeights(nlohmann::json::parse(reference_plan.output));
+  const std::vector<std::pair<int64_t, int64_t>> linear = {
+      {128, 128}, {64, 128}, {64, 128}, {128, 128}, {256, 128}, {256, 128}, {128, 256}};
+  for (const auto& [out, in] : linear) {
+    const int64_t group = GetParam().group_size == -1 ? in : GetParam().group_size;
+    const uint64_t packed = out * (in / group) * (8 + group * GetParam().bits / 8);
+    expected = expected - 2 * out * in * 4 + 2 * packed;
+  }
+  EXPECT_EQ(CpuWeights(json), expected) << plan.output;
+  EXPECT_NE(json.at("quantize").at("checkpoint").get<std::string>().find(GetParam().description),
+            std::string::npos)
+      << plan.output;
+  const CommandResult refused =
+      RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model(), " --quantize int8"));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("already quantized"), std::string::npos) << refused.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, Prequantized,
+    ::testing::Values(Format{"gptq", "gptq 4 32", "GPTQ 4-bit (groups of 32, asym, v1)", 4, 32},
+                      Format{"awq", "awq 4 64", "AWQ GEMM 4-bit (groups of 64)", 4, 64},
+                      Format{"compressed_tensors_pack", "ct-pack 4 32",
+                             "compressed-tensors pack-quantized 4-bit (groups of 32, asymmetric)", 4, 32},
+                      Format{"compressed_tensors_int8", "ct-int 8 -1 --sym",
+                             "compressed-tensors int-quantized 8-bit (one scale per output channel; "
+                             "activations kept in the compute dtype)", 8, -1}),
+    [](const ::testing::TestParamInfo<Format>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace placer::testing

@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""Writes a pre-quantized Hugging Face checkpoint and its float reference, packed as each
+format documents it (AutoGPTQ's QuantLinear.pack, AutoAWQ's WQLinear_GEMM.from_linear,
+compressed-tensors' pack_to_int32), independently of placer's C++ code.
+
+usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_SIZE [options]
+  BASE_DIR: an unquantized F32 Llama checkpoint (placer-make-checkpoint, biases included);
+  FORMAT: gptq | gptq_v2 | awq | ct-pack | ct-int; GROUP_SIZE -1: one group per column;
+  --sym: symmetric zero points; --quantize-config-file: GPTQ's config in quantize_config.json
+  instead of config.json.
+OUT_DIR gets the quantized checkpoint; REFERENCE_DIR the same model with every linear weight
+replaced by its exact float dequantization (w = (q - z) * s), unquantized, in F32.
+"""
+import json
+import os
+import shutil
+import struct
+import sys
+
+import torch
+
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8}
+NAMES = {v: k for k, v in DTYPES.items()}
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        out[name] = torch.frombuffer(raw, dtype=DTYPES[info["dtype"]]).reshape(info["shape"]).clone()
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def to_int32(words):
+    """int64 words holding 32 bits -> int32 with the same bits (two's complement)."""
+    words = words & 0xFFFFFFFF
+    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
+
+
+def pack_rows(values, bits):
+    """[n, m] unsigned codes -> [n * bits / 32, m]: 32/bits consecutive rows per word, the
+    first in the lowest bits (GPTQ qweight along the input)."""
+    k = 32 // bits
+    v = values.to(torch.int64).reshape(values.shape[0] // k, k, values.shape[1])
+    shifts = (torch.arange(k, dtype=torch.int64) * bits).view(1, k, 1)
+    return to_int32((v << shifts).sum(1))
+
+
+def pack_columns(values, bits, order=None):
+    """[n, m] unsigned codes -> [n, m * bits / 32]; word slot i holds column order[i]."""
+    k = 32 // bits
+    order = order or list(range(k))
+    v = values.to(torch.int64).reshape(values.shape[0], values.shape[1] // k, k)
+    v = v[:, :, order]
+    shifts = (torch.arange(k, dtype=torch.int64) * bits).view(1, 1, k)
+    return to_int32((v << shifts).sum(2))
+
+
+def grid(w, group, bits, sym, scale_dtype, zero_range):
+    """Per (output, group) scale s (in scale_dtype), integer zero z and codes q in
+    [0, 2^bits) with w ~ (q - z) * s. w: [out, in] float32. Returns q [out, in] int64,
+    z [out, groups] int64, s [out, groups] float32 holding scale_dtype values."""
+    out, inp = w.shape
+    maxq = 2 ** bits - 1
+    g = w.reshape(out, inp // group, group)
+    if sym:
+        s = (g.abs().amax(-1) * 2 / maxq).clamp(min=1e-4)
+        s = s.to(scale_dtype).to(torch.float32)
+        z = torch.full_like(s, (maxq + 1) // 2, dtype=torch.int64)
+    else:
+        lo, hi = g.amin(-1), g.amax(-1)
+        s = ((hi - lo) / maxq).clamp(min=1e-4).to(scale_dtype).to(torch.float32)
+        z = torch.round(-lo / s).to(torch.int64).clamp(*zero_range)
+    q = (torch.round(g / s.unsqueeze(-1)) + z.unsqueeze(-1)).clamp(0, maxq).to(torch.int64)
+    return q.reshape(out, inp), z, s
+
+
+def dequantize(q, z, s, group):
+    out, inp = q.shape
+    w = (q.reshape(out, inp // group, group) - z.unsqueeze(-1)).to(torch.float64) * s.unsqueeze(-1).double()
+    return w.reshape(out, inp).to(torch.float32)
+
+
+def quantize_linear(prefix, w, fmt, bits, group_size, sym):
+    """The stored tensors of one nn.Linear weight w [out, in] and its dequantization."""
+    out, inp = w.shape
+    group = inp if group_size == -1 else group_size
+    maxq = 2 ** bits - 1
+    if fmt in ("gptq", "gptq_v2"):
+        # v1 stores z - 1 in `bits` bits, so z must be 1..2^bits-1 there.
+        q, z, s = grid(w, group, bits, sym, torch.float16, (1 if fmt == "gptq" else 0, maxq))
+        stored_z = z - 1 if fmt == "gptq" else z
+        tensors = {
+            prefix + ".qweight": pack_rows(q.t().contiguous(), bits),                # [in*b/32, out]
+            prefix + ".qzeros": pack_columns(stored_z.t().contiguous(), bits),       # [groups, out*b/32]
+            prefix + ".scales": s.t().contiguous().to(torch.float16),               # [groups, out]
+            prefix + ".g_idx": (torch.arange(inp) // group).to(torch.int32),
+        }
+    elif fmt == "awq":
+        q, z, s = grid(w, group, bits, False, torch.float16, (0, maxq))
+        order = [0, 2, 4, 6, 1, 3, 5, 7]
+        tensors = {
+            prefix + ".qweight": pack_columns(q.t().contiguous(), bits, order),      # [in, out/8]
+            prefix + ".qzeros": pack_columns(z.t().contiguous(), bits, order),       # [groups, out/8]
+            prefix + ".scales": s.t().contiguous().to(torch.float16),
+        }
+    elif fmt == "ct-pack":
+        # Signed codes c = q - 2^(bits-1), zero point zp = z - 2^(bits-1): w = (c - zp) * s;
+        # pack_to_int32 stores c + 2^(bits-1) = q along the input, lowest bits first.
+        half = 2 ** (bits - 1)
+        q, z, s = grid(w, group, bits, sym, torch.bfloat16, (0, maxq))
+        tensors = {
+            prefix + ".weight_packed": pack_columns(q, bits),                         # [out, in*b/32]
+            prefix + ".weight_scale": s.to(torch.bfloat16),                           # [out, groups]
+            prefix + ".weight_shape": torch.tensor([out, inp], dtype=torch.int64),
+        }
+        if not sym:  # symmetric: z = 2^(bits-1), zp = 0, and compressed-tensors omits it
+            tensors[prefix + ".weight_zero_point"] = (z - half).to(torch.int8)
+    elif fmt == "ct-int":
+        s = (w.abs().amax(-1, keepdim=True) / 127).clamp(min=1e-4).to(torch.float16).float()
+        c = torch.round(w / s).clamp(-128, 127).to(torch.int64)
+        tensors = {prefix + ".weight": c.to(torch.int8),
+                   prefix + ".weight_scale": s.to(torch.float16)}                     # [out, 1]
+        return tensors, dequantize(c, torch.zeros_like(s, dtype=torch.int64), s, inp)
+    else:
+        raise SystemExit("unknown format " + fmt)
+    return tensors, dequantize(q, z, s, group)
+
+
+def quantization_config(fmt, bits, group_size, sym):
+    if fmt in ("gptq", "gptq_v2"):
+        return {"quant_method": "gptq", "bits": bits, "group_size": group_size, "sym": sym,
+                "desc_act": False, "damp_percent": 0.01, "true_sequential": True,
+                "static_groups": False, "checkpoint_format": fmt, "model_name_or_path": None,
+                "model_file_base_name": None}
+    if fmt == "awq":
+        return {"quant_method": "awq", "bits": bits, "group_size": group_size,
+                "zero_point": True, "version": "gemm", "modules_to_not_convert": None}
+    weights = {"num_bits": bits, "type": "int", "symmetric": sym, "dynamic": False,
+               "strategy": "channel" if group_size == -1 else "group", "actorder": None,
+               "observer": "minmax", "block_structure": None}
+    if group_size != -1:
+        weights["group_size"] = group_size
+    inputs = None
+    if fmt == "ct-int":
+        inputs = {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True,
+                  "strategy": "token", "group_size": None, "observer": None}
+    return {"quant_method": "compressed-tensors",
+            "format": "pack-quantized" if fmt == "ct-pack" else "int-quantized",
+            "quantization_status": "compressed", "global_compression_ratio": None,
+            "ignore": ["lm_head"], "kv_cache_scheme": None, "sparsity_config": {},
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                          "input_activations": inputs,
+                                          "output_activations": None}}}
+
+
+def main(argv):
+    base, out_dir, ref_dir, fmt, bits, group_size = argv[:6]
+    bits, group_size = int(bits), int(group_size)
+    sym = "--sym" in argv
+    torch.manual_seed(20)
+    tensors = read_safetensors(os.path.join(base, "model.safetensors"))
+    quantized, reference = {}, {}
+    for name, t in tensors.items():
+        parts = name.split(".")
+        if name.endswith(".weight") and len(parts) > 2 and parts[-2] in LINEAR:
+            stored, dequantized = quantize_linear(name[:-len(".weight")], t.float(), fmt, bits,
+                                                  group_size, sym)
+            quantized.update(stored)
+            reference[name] = dequantized
+        else:
+            # GPTQ and AWQ keep biases in fp16 next to their fp16 scales; the reference gets
+            # the same values.
+            if fmt in ("gptq", "gptq_v2", "awq") and name.endswith(".bias"):
+                t = t.to(torch.float16)
+            quantized[name] = t
+            reference[name] = t.float()
+    with open(os.path.join(base, "config.json")) as f:
+        config = json.load(f)
+    for d in (out_dir, ref_dir):
+        os.makedirs(d, exist_ok=True)
+        for side in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+            if os.path.exists(os.path.join(base, side)):
+                shutil.copy(os.path.join(base, side), d)
+    with open(os.path.join(ref_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    qconfig = quantization_config(fmt, bits, group_size, sym)
+    if "--quantize-config-file" in argv:
+        del qconfig["quant_method"]  # AutoGPTQ's quantize_config.json has none
+        with open(os.path.join(out_dir, "quantize_config.json"), "w") as f:
+            json.dump(qconfig, f, indent=2)
+    else:
+        config["quantization_config"] = qconfig
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), quantized)
+    write_safetensors(os.path.join(ref_dir, "model.safetensors"), reference)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
