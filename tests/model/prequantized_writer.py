@@ -178,9 +178,20 @@ def quantization_config(fmt, bits, group_size, sym):
                                           "output_activations": None}}}
 
 
+FORMATS = ("gptq", "gptq_v2", "awq", "ct-pack", "ct-int")
+
+
 def main(argv):
-    base, out_dir, ref_dir, fmt, bits, group_size = argv[:6]
-    bits, group_size = int(bits), int(group_size)
+    positional = [a for a in argv if not a.startswith("--")]
+    if len(positional) != 6 or positional[3] not in FORMATS or "--help" in argv:
+        sys.stderr.write(__doc__)
+        sys.exit(0 if "--help" in argv else 2)
+    base, out_dir, ref_dir, fmt, bits, group_size = positional
+    try:
+        bits, group_size = int(bits), int(group_size)
+    except ValueError:
+        sys.exit(f"prequantized_writer.py: BITS and GROUP_SIZE must be integers, got "
+                 f"{bits!r} and {group_size!r}")
     sym = "--sym" in argv
     torch.manual_seed(20)
     tensors = read_safetensors(os.path.join(base, "model.safetensors"))
