@@ -1,7 +1,9 @@
 #!/bin/bash
 # llama.cpp, the CPU-speed peer of bench/run: built once, CPU only, from the source the npm
 # package node-llama-cpp ships (package/llama/gitRelease.bundle, a git bundle of llama.cpp
-# release v0.5.0), cached under BUILD_DIR/llama.cpp/.
+# release v0.5.0), cached under BUILD_DIR/llama.cpp/, one build per CPU: GGML_NATIVE compiles
+# for the CPU at hand, and a build made on another CPU (sessions and CI differ) would measure
+# a peer tuned for the wrong machine, or stop on an illegal instruction.
 #
 #   llama_cpp.sh build BUILD_DIR            -> prints the llama-bench path
 #   llama_cpp.sh gguf BUILD_DIR CHECKPOINT OUT.gguf [F32|BF16]
@@ -15,6 +17,13 @@ cmd=${1:?usage: llama_cpp.sh build|gguf|bench BUILD_DIR ...}
 build_dir=${2:?BUILD_DIR}
 root="$build_dir/llama.cpp"
 
+# The build directory is named after the CPU's model and flags, so each CPU gets its own.
+cpu_build_dir() {
+  local key
+  key=$( (grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo) | sha256sum | cut -c1-12)
+  echo "$root/build-$key"
+}
+
 fetch_source() {
   if [[ -f "$root/src/CMakeLists.txt" ]]; then return; fi
   mkdir -p "$root"
@@ -26,15 +35,17 @@ fetch_source() {
 
 build() {
   fetch_source
-  if [[ ! -x "$root/build/bin/llama-bench" ]]; then
-    cmake -S "$root/src" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  local out
+  out=$(cpu_build_dir)
+  if [[ ! -x "$out/bin/llama-bench" ]]; then
+    cmake -S "$root/src" -B "$out" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
       -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DLLAMA_CURL=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$root/configure.log" 2>&1 ||
-      { tail -20 "$root/configure.log" >&2; exit 1; }
-    cmake --build "$root/build" -j"${JOBS:-2}" --target llama-bench llama-quantize \
-      >"$root/build.log" 2>&1 || { tail -30 "$root/build.log" >&2; exit 1; }
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$out.configure.log" 2>&1 ||
+      { tail -20 "$out.configure.log" >&2; exit 1; }
+    cmake --build "$out" -j"${JOBS:-2}" --target llama-bench llama-quantize \
+      >"$out.build.log" 2>&1 || { tail -30 "$out.build.log" >&2; exit 1; }
   fi
-  echo "$root/build/bin/llama-bench"
+  echo "$out/bin/llama-bench"
 }
 
 case "$cmd" in
