@@ -3,6 +3,8 @@ BUILD_DIR ?= build
 JOBS ?= 2
 LISTEN ?= 127.0.0.1:50051
 METRICS_LISTEN ?= 127.0.0.1:9400
+# `make serve MODEL=DIR` serves that checkpoint instead of the demo model.
+MODEL ?=
 
 .PHONY: deps configure build test serve python-client clean
 
@@ -23,7 +25,7 @@ python-client: configure
 	cmake --build $(BUILD_DIR) --target placer_python_stubs
 
 serve: build
-	bash scripts/serve.sh $(BUILD_DIR) $(LISTEN) $(METRICS_LISTEN)
+	MODEL="$(MODEL)" bash scripts/serve.sh $(BUILD_DIR) $(LISTEN) $(METRICS_LISTEN)
 
 clean:
 	rm -rf $(BUILD_DIR)

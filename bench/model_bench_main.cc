@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "base/openblas_core.h"
 #include "base/status_macros.h"
 
 namespace placer::bench {
@@ -224,6 +226,7 @@ int Finish(const absl::StatusOr<nlohmann::json>& result) {
 }  // namespace placer::bench
 
 int main(int argc, char** argv) {
+  placer::base::ReexecWithBetterOpenBlasCore(argv);
   using namespace placer::bench;
   CLI::App app{"placer-bench-model: in-process model benchmarks (JSON on stdout)"};
   app.require_subcommand(1);
@@ -265,8 +268,16 @@ int main(int argc, char** argv) {
       "GEMM vs BF16");
   quantized->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
   quantized->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  app.add_subcommand("blas-coretype",
+                     "print the OPENBLAS_CORETYPE this process runs with (empty: OpenBLAS's own "
+                     "choice), so bench/run gives its peers the same kernels");
   CLI11_PARSE(app, argc, argv);
 
+  if (app.got_subcommand("blas-coretype")) {
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    std::cout << (coretype != nullptr ? coretype : "") << "\n";
+    return 0;
+  }
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));

@@ -58,6 +58,10 @@ def load(raw):
                             f"{(peak_ready - base['peak_rss_bytes_at_ready']) / MIB:.0f} MiB",
                             f"{nbytes / MIB:.0f} MiB of weights", above, "extra RSS / bytes",
                             "near zero", None))
+    bf16 = load_bf16(raw)
+    if bf16 is not None:
+        results["placerd_bf16_auto"] = bf16["results"]
+        rows.extend(bf16["rows"])
     clone = lvc["clone"]
     results["load_vs_cat"] = {k: lvc[k] for k in ("cat", "clone", "clone-thp", "view") if k in lvc}
     rows.append(row("loader alone: Checkpoint + clone of every tensor (load_vs_cat.sh)",
@@ -68,6 +72,40 @@ def load(raw):
     return {"what": "time to ready and peak RSS of placerd for a checkpoint all on cpu and all "
                     "on disk, vs cat of its files to /dev/null; page cache warm",
             "results": results, "rows": rows}
+
+
+def load_bf16(raw):
+    """A BF16 checkpoint served with the default --dtype auto: SERVING against a no-model
+    placerd start plus a cat of its shards (measured in the same round), RSS above a no-model
+    placerd at ready (mapped, not yet touched)."""
+    if not os.path.exists(os.path.join(raw, "placerd_bf16.jsonl")):
+        return None
+    directory = open(os.path.join(raw, "bf16_checkpoint")).read().strip()
+    nbytes = sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)
+                 if name.endswith(".safetensors"))
+    cat = load_ns(raw, "bf16_cat_ns")
+    bare = load_jsonl(raw, "bf16_no_model.jsonl")
+    runs = load_jsonl(raw, "placerd_bf16.jsonl")
+    peer = [b["ready_seconds"] + c for b, c in zip(bare, cat)]
+    ready = [r["ready_seconds"] for r in runs]
+    extra = [r["peak_rss_bytes_at_ready"] - b["peak_rss_bytes_at_ready"] for r, b in zip(runs, bare)]
+    ready_med, peer_med, extra_max = statistics.median(ready), statistics.median(peer), max(extra)
+    name = os.path.basename(directory)
+    dtypes = sorted({r.get("compute_dtype", "") for r in runs} - {""})
+    results = {"dir": directory, "tensor_file_bytes": nbytes, "samples": runs,
+               "no_model_samples": bare, "cat_seconds": {"samples": cat, **stats(cat)},
+               "ready_seconds": stats(ready), "peer_seconds": stats(peer),
+               "extra_rss_bytes_at_ready": extra}
+    rows = [row(f"load, BF16 checkpoint ({name}, --dtype auto): placerd start to SERVING",
+                f"{ready_med:.3f} s", f"no-model start + cat {peer_med:.3f} s", ready_med / peer_med,
+                "placerd / (no-model start + cat)", "≤ 1.2", ready_med / peer_med <= 1.2,
+                f"cat alone {statistics.median(cat):.3f} s" +
+                (f"; compute dtype {', '.join(dtypes)}" if dtypes else "")),
+            row(f"load, BF16 checkpoint ({name}, --dtype auto): RSS at ready above a no-model placerd",
+                f"{extra_max / MIB:.0f} MiB", f"{nbytes / MIB:.0f} MiB of weights", extra_max / nbytes,
+                "extra RSS / bytes", "≤ 0.1", extra_max / nbytes <= 0.1,
+                "the weights are mapped, not copied")]
+    return {"results": results, "rows": rows}
 
 
 def pooled(reports, key):

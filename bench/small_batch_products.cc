@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/openblas_core.h"
 #include "model/causal_lm.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
@@ -121,7 +122,7 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
              return names;
            }()},
           {"blas", model::BlasLibraryInUse()},
-          {"openblas_core", model::OpenBlasCoreName()},
+          {"openblas_core", base::OpenBlasCoreName()},
           {"placer_max_rows",
            {{"out_in", model::SmallBatchLinearMaxRows(isa, model::WeightLayout::kOutIn)},
             {"in_out", model::SmallBatchLinearMaxRows(isa, model::WeightLayout::kInOut)}}},

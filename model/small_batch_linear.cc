@@ -1,12 +1,12 @@
 #include "model/small_batch_linear.h"
 
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cctype>
 #include <vector>
 
+#include "base/openblas_core.h"
 #include "model/causal_lm.h"
 
 #include "model/small_batch_kernels.h"
@@ -22,14 +22,6 @@ VectorIsa DetectVectorIsa() {
     return VectorIsa::kNone;
   }();
   return isa;
-}
-
-std::string OpenBlasCoreName() {
-  using CoreNameFn = char* (*)();
-  // Only OpenBLAS exports it; libtorch loads the BLAS as a global dependency.
-  const auto core_name = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  const char* name = core_name != nullptr ? core_name() : nullptr;
-  return name != nullptr ? name : "";
 }
 
 int64_t Avx512OutInMaxRows(const std::string& openblas_core, const std::string& blas_path) {
@@ -55,7 +47,7 @@ int64_t SmallBatchLinearMaxRows(VectorIsa isa, WeightLayout layout) {
   // keeps a margin. [in, out]
   // only matches sgemm up to 8 rows (29 vs 32 ms at 8, 38 vs 27 at 16): used there for batch
   // invariance, not speed. (`placer-bench-model products [--avx2]`, bench/analysis.md.)
-  static const int64_t avx512_out_in = Avx512OutInMaxRows(OpenBlasCoreName(), BlasLibraryInUse());
+  static const int64_t avx512_out_in = Avx512OutInMaxRows(base::OpenBlasCoreName(), BlasLibraryInUse());
   const bool out_in = layout == WeightLayout::kOutIn;
   switch (isa) {
     case VectorIsa::kAvx512: return out_in ? avx512_out_in : 8;

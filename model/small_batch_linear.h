@@ -33,13 +33,9 @@ int64_t SmallBatchLinearMaxRows(VectorIsa isa, WeightLayout layout = WeightLayou
 
 // Rows up to which the AVX-512 [out, in] kernel beats the sgemm of a BLAS: 256 (prompt chunks
 // too) against one without AVX-512 sgemm kernels (OpenBLAS running its Haswell or Zen kernels,
-// the reference BLAS), 32 against any other. `openblas_core`: OpenBlasCoreName();
+// the reference BLAS), 32 against any other. `openblas_core`: base::OpenBlasCoreName();
 // `blas_path`: BlasLibraryInUse().
 int64_t Avx512OutInMaxRows(const std::string& openblas_core, const std::string& blas_path);
-
-// OpenBLAS's kernel family ("Haswell", "Zen", "SkylakeX", ...: CPU detection, or
-// OPENBLAS_CORETYPE), or "" when the process's BLAS is not OpenBLAS.
-std::string OpenBlasCoreName();
 
 // True when x (any shape [..., in]), weight (in `layout`) and bias ([out] or undefined) are
 // float32 CPU tensors the kernels take: weight and bias contiguous.

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "base/openblas_core.h"
 #include "model/causal_lm.h"
 
 #include "server/daemon.h"
@@ -29,6 +30,7 @@ void ForwardToMainThread(int signal_number) { pthread_kill(main_thread, signal_n
 }  // namespace
 
 int main(int argc, char** argv) {
+  placer::base::ReexecWithBetterOpenBlasCore(argv);
   main_thread = pthread_self();
   struct sigaction forward {};
   forward.sa_handler = ForwardToMainThread;
@@ -60,8 +62,10 @@ int main(int argc, char** argv) {
 
   placer::model::SetComputeThreads(
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency()));
-  spdlog::info("compute: {} thread(s), BLAS {}", placer::model::ComputeThreads(),
-               placer::model::BlasLibraryInUse());
+  const std::string blas_core = placer::base::DescribeOpenBlasCore();
+  spdlog::info("compute: {} thread(s), BLAS {}{}{}", placer::model::ComputeThreads(),
+               placer::model::BlasLibraryInUse(), blas_core.empty() ? "" : ", OpenBLAS core ",
+               blas_core);
 
   if (options.stages.enabled() && options.stages.rank > 0) {
     // A worker stage: nothing to drain (the leader holds the streams); SIGTERM ends it.

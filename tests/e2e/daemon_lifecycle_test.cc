@@ -11,6 +11,7 @@
 #include <iterator>
 #include <thread>
 
+#include "base/openblas_core.h"
 #include "client/placer_client.h"
 #include "server/request_gate.h"
 #include "tests/e2e/daemon_process.h"
@@ -130,6 +131,62 @@ TEST(DaemonEnvironment, ThreadPoolsSleepWhenIdleUnlessTheUserSetIt) {
     unsetenv("OPENBLAS_THREAD_TIMEOUT");
   } else {
     setenv("OPENBLAS_THREAD_TIMEOUT", blas.c_str(), 1);
+  }
+}
+
+// The OpenBLAS kernel family a daemon's start log names ("OpenBLAS core Cooperlake ..."), or
+// "" when it names none.
+std::string LoggedOpenBlasCore(const std::string& log) {
+  const std::string marker = "OpenBLAS core ";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + marker.size();
+  return log.substr(begin, log.find_first_of(" \n", begin) - begin);
+}
+
+// OpenBLAS picks kernels from a table of CPU models; a CPU newer than the table (Debian 12's
+// 0.3.21 on an Emerald Rapids) got its SSE3 "Prescott" kernels. placerd restarts with the
+// family the CPU's vector units call for (base/openblas_core.h); a value the user set wins.
+TEST(DaemonEnvironment, OpenBlasRunsKernelsForTheCpusVectorUnitsUnlessTheUserChose) {
+  const char* saved = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved_value = saved == nullptr ? "" : saved;
+  const auto started = [](std::vector<std::string>* environment) {
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports));
+    EXPECT_TRUE(WaitUntil([&] { return Answers(ports); }, seconds(20))) << daemon.Log();
+    *environment = EnvironmentOf(daemon.pid());
+    return daemon.Log();
+  };
+  unsetenv("OPENBLAS_CORETYPE");
+  std::vector<std::string> environment;
+  std::string log = started(&environment);
+  const std::string core = LoggedOpenBlasCore(log);
+  if (log.find("openblas") == std::string::npos) {
+    EXPECT_EQ(core, "") << log;
+  } else {
+    ASSERT_NE(core, "") << "the start log names no OpenBLAS core:\n" << log;
+    if (base::DetectCpuVectorUnits().avx2_fma) {
+      EXPECT_EQ(base::BetterOpenBlasCoreType(core, base::DetectCpuVectorUnits()), "")
+          << "placerd runs OpenBLAS's " << core << " kernels on a CPU with AVX2:\n" << log;
+    }
+    const std::string replaced_prefix = std::string(base::kReplacedOpenBlasCoreVariable) + "=";
+    const bool replaced = std::any_of(environment.begin(), environment.end(),
+                                      [&](const std::string& e) { return e.rfind(replaced_prefix, 0) == 0; });
+    EXPECT_EQ(replaced, log.find("OPENBLAS_CORETYPE set by placer") != std::string::npos) << log;
+  }
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  log = started(&environment);
+  if (log.find("openblas") != std::string::npos) {
+    EXPECT_EQ(LoggedOpenBlasCore(log), "Haswell") << log;
+    EXPECT_NE(log.find("(OPENBLAS_CORETYPE=Haswell)"), std::string::npos) << log;
+  }
+  for (const std::string& entry : environment) {
+    EXPECT_NE(entry.rfind(base::kReplacedOpenBlasCoreVariable, 0), 0u) << entry;
+  }
+  if (saved_value.empty()) {
+    unsetenv("OPENBLAS_CORETYPE");
+  } else {
+    setenv("OPENBLAS_CORETYPE", saved_value.c_str(), 1);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "base/openblas_core.h"
 #include "model/causal_lm.h"
 #include "model/tensor_ops.h"
 
@@ -146,7 +147,7 @@ TEST(SmallBatchLinearLimits, Avx512RowsFollowTheBlasSgemmTheyCompeteWith) {
   EXPECT_EQ(Avx512OutInMaxRows("", "/opt/intel/oneapi/mkl/lib/libmkl_rt.so.2"), 32);
   // This process's BLAS answers when it is OpenBLAS.
   if (BlasLibraryInUse().find("openblas") != std::string::npos) {
-    EXPECT_FALSE(OpenBlasCoreName().empty());
+    EXPECT_FALSE(base::OpenBlasCoreName().empty());
   }
 }
 
