@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "model/keep_in_register.h"
 #include "model/small_batch_kernels.h"
 #include "model/vector_sum.h"
 
@@ -46,7 +47,8 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(c
       _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_loadu_ps(x + r * in + k);
+      __m512 xv = _mm512_loadu_ps(x + r * in + k);
+      KeepInRegister(xv);
       _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
         acc[t][r] = _mm512_fmadd_ps(wv[t], xv, acc[t][r]);
       }
@@ -92,7 +94,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
       _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x + r * in + k);
+      __m256 xv = _mm256_loadu_ps(x + r * in + k);
+      KeepInRegister(xv);
       _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
         acc[t][r] = _mm256_fmadd_ps(wv[t], xv, acc[t][r]);
       }
