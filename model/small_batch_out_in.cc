@@ -16,10 +16,14 @@
 namespace placer::model {
 namespace {
 
-// Weight rows per register tile, and tiles ahead whose rows are prefetched: two rows keep the
-// accumulators of 8 (AVX-512) or 4 (AVX2) input rows in registers; prefetching four tiles
-// ahead was faster than none at 1-2 rows in a standalone experiment during development.
-constexpr int kTileRows = 2;
+// Weight rows per register tile, and tiles ahead whose rows are prefetched. AVX-512: three
+// rows keep the 24 accumulators of 8 input rows, 3 weight vectors and the input vector in 28 of
+// the 32 registers; an 8-row tile of 3 weight rows ran at 144 GFLOP/s on one core against 110-
+// 121 with 2 (weights in cache, a standalone experiment; bench/analysis.md), and memory-bound
+// single rows do not care. AVX2 (16 registers): two rows for 4 input rows. Prefetching four
+// tiles ahead was faster than none at 1-2 rows in a standalone experiment during development.
+constexpr int kTileRows512 = 3;
+constexpr int kTileRows256 = 2;
 constexpr int64_t kPrefetchTiles = 4;
 // Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
 // in cache for the second chunk (only rows beyond one chunk read it again).
@@ -113,26 +117,26 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
 
 // Weight rows [n0, n1) times input rows [m, m + R), tile by tile. One function per
 // instruction set: code for AVX2 must not be compiled with AVX-512 allowed.
-#define PLACER_ROW_CHUNK(NAME, TARGET, TILE)                                                  \
+#define PLACER_ROW_CHUNK(NAME, TARGET, TILE, TILE_ROWS)                                       \
   template <int R>                                                                            \
   __attribute__((target(TARGET))) void NAME(const Operands& op, int64_t m, int64_t n0,        \
                                             int64_t n1) {                                     \
     const float* x = op.x + m * op.in;                                                        \
     float* y = op.y + m * op.out;                                                             \
     int64_t n = n0;                                                                           \
-    for (; n + kTileRows <= n1; n += kTileRows) {                                             \
-      const int64_t ahead_row = n + kPrefetchTiles * kTileRows;                               \
+    for (; n + TILE_ROWS <= n1; n += TILE_ROWS) {                                             \
+      const int64_t ahead_row = n + kPrefetchTiles * TILE_ROWS;                               \
       const float* ahead =                                                                    \
-          op.weight + (ahead_row + kTileRows <= op.out ? ahead_row : n) * op.in;              \
-      TILE<R, kTileRows>(op, x, op.weight + n * op.in, ahead, y + n, n);                      \
+          op.weight + (ahead_row + TILE_ROWS <= op.out ? ahead_row : n) * op.in;              \
+      TILE<R, TILE_ROWS>(op, x, op.weight + n * op.in, ahead, y + n, n);                      \
     }                                                                                         \
-    if (n < n1) {                                                                             \
+    for (; n < n1; ++n) {                                                                     \
       const float* w = op.weight + n * op.in;                                                 \
       TILE<R, 1>(op, x, w, w, y + n, n);                                                      \
     }                                                                                         \
   }
-PLACER_ROW_CHUNK(RowChunk512, "avx512f,avx2,fma", Tile512)
-PLACER_ROW_CHUNK(RowChunk256, "avx2,fma", Tile256)
+PLACER_ROW_CHUNK(RowChunk512, "avx512f,avx2,fma", Tile512, kTileRows512)
+PLACER_ROW_CHUNK(RowChunk256, "avx2,fma", Tile256, kTileRows256)
 #undef PLACER_ROW_CHUNK
 
 template <int R, bool kAvx512>
@@ -147,6 +151,7 @@ void RowChunk(const Operands& op, int64_t m, int64_t n0, int64_t n1) {
 template <bool kAvx512>
 void WeightRowsFor(const Operands& op, int64_t n0, int64_t n1) {
   constexpr int64_t kChunk = kAvx512 ? 8 : 4;
+  constexpr int64_t kTileRows = kAvx512 ? kTileRows512 : kTileRows256;
   const int64_t block = std::max<int64_t>(
       kTileRows, kBlockBytes / (op.in * static_cast<int64_t>(sizeof(float))) / kTileRows * kTileRows);
   for (int64_t start = n0; start < n1; start += block) {
