@@ -1,7 +1,9 @@
 #include "loader/checkpoint.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,18 +21,28 @@ std::string ShapeString(const std::vector<std::int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+// `skipped_top_level_keys`: members of the top object dropped while parsing (never built).
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path,
+                                            const std::vector<std::string>& skipped_top_level_keys = {}) {
   PLACER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
   try {
-    return nlohmann::json::parse(text);
+    if (skipped_top_level_keys.empty()) return nlohmann::json::parse(text);
+    const nlohmann::json::parser_callback_t skip = [&](int depth, nlohmann::json::parse_event_t event,
+                                                       nlohmann::json& parsed) {
+      if (depth != 1 || event != nlohmann::json::parse_event_t::key) return true;
+      return std::find(skipped_top_level_keys.begin(), skipped_top_level_keys.end(),
+                       parsed.get_ref<const std::string&>()) == skipped_top_level_keys.end();
+    };
+    return nlohmann::json::parse(text, skip);
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON: ", e.what()));
   }
 }
 
-absl::StatusOr<std::optional<nlohmann::json>> ReadOptionalJsonObject(const std::string& path) {
+absl::StatusOr<std::optional<nlohmann::json>> ReadOptionalJsonObject(
+    const std::string& path, const std::vector<std::string>& skipped_top_level_keys = {}) {
   if (path.empty()) return std::optional<nlohmann::json>();
-  PLACER_ASSIGN_OR_RETURN(nlohmann::json parsed, ReadJsonFile(path));
+  PLACER_ASSIGN_OR_RETURN(nlohmann::json parsed, ReadJsonFile(path, skipped_top_level_keys));
   if (!parsed.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": must be a JSON object"));
   }
@@ -179,10 +191,17 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   PLACER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> tokenizer,
                           ReadOptionalJsonObject(files.tokenizer_path));
   checkpoint->tokenizer_ = std::move(tokenizer);
+  // The added tokens come from tokenizer.json; tokenizer_config.json's copy of them
+  // (`added_tokens_decoder`, one object per token) is never read, so never built.
   PLACER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> tokenizer_config,
-                          ReadOptionalJsonObject(files.tokenizer_config_path));
+                          ReadOptionalJsonObject(files.tokenizer_config_path, {"added_tokens_decoder"}));
   checkpoint->tokenizer_config_ = std::move(tokenizer_config);
   return checkpoint;
+}
+
+void Checkpoint::ReleaseTokenizerFiles() {
+  if (tokenizer_) tokenizer_ = nlohmann::json::object();
+  if (tokenizer_config_) tokenizer_config_ = nlohmann::json::object();
 }
 
 absl::StatusOr<at::Tensor> Checkpoint::ReadTensor(absl::string_view name) const {

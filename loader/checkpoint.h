@@ -79,6 +79,11 @@ class Checkpoint {
   const std::optional<nlohmann::json>& tokenizer() const { return tokenizer_; }
   const std::optional<nlohmann::json>& tokenizer_config() const { return tokenizer_config_; }
   bool has_tokenizer() const { return tokenizer_.has_value(); }
+  // Replaces both parsed files with empty objects (has_tokenizer() is unchanged): call it once
+  // the tokenizer is built from them. A large vocabulary's JSON tree is tens of MiB, and a
+  // checkpoint lives as long as the model it serves. tokenizer_config.json's
+  // `added_tokens_decoder` is never kept (the added tokens come from tokenizer.json).
+  void ReleaseTokenizerFiles();
 
   // The tensor as stored, on the CPU: a zero-copy view over the mapping.
   absl::StatusOr<at::Tensor> ReadTensor(absl::string_view name) const;

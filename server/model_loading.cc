@@ -91,6 +91,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   snapshot.limits = plan.sizing.limits;
   snapshot.parameter_count = static_cast<uint64_t>(checkpoint->parameter_count());
   LoadTokenizer(*checkpoint, &snapshot);
+  checkpoint->ReleaseTokenizerFiles();
   snapshot.model = std::move(*model);
   PLACER_ASSIGN_OR_RETURN(snapshot.generation, model::ReadGenerationDefaults(*checkpoint));
   if (staged != nullptr) snapshot.device_map = staged->group_device_map;
