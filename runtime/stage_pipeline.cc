@@ -106,8 +106,10 @@ void StagePipeline::RollBackLastStep() {
 }
 
 void PipelineHook::EndPass(at::Tensor* output) {
-  if (output == nullptr && carried_) pipeline_->RollBackLastStep();
+  // A pass that ended with its output may still be abandoned (Pass::Abandon): stay armed.
+  if (output != nullptr || !carried_) return;
   carried_ = false;
+  pipeline_->RollBackLastStep();
 }
 
 void PipelineHook::Exit(BlockCall& call) {
