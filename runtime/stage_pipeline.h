@@ -71,8 +71,9 @@ class StagePipeline {
   bool has_answer_ = false; // mutex_
   StageMessage answer_;     // mutex_; its hidden states in answer_buffer_
   // The answers' hidden states, out of the link's receive buffer (which the next Receive
-  // reuses), pinned when the link's are; reused: one answer is awaited at a time, and the
-  // next only after the pass that read this one ended.
+  // reuses), pinned when the link's are. Reused: one answer is awaited at a time, and the next
+  // lands only after the pass that read this one ended, with a blocking copy of its output to
+  // the host, which orders after the non-blocking copy of this answer onto a GPU.
   HopBuffer answer_buffer_;
   int64_t step_ = 0;
   std::atomic<uint64_t> wait_ns_{0};
