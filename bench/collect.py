@@ -14,9 +14,10 @@ import sys
 
 from sections_model import decode, load, offload
 from sections_serving import api, batching, placement
+from sections_stages import stages
 
 SECTIONS = {"load": load, "decode": decode, "offload": offload, "batching": batching,
-            "api": api, "placement": placement}
+            "api": api, "placement": placement, "stages": stages}
 
 
 def read_text(path, default=""):

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 
-ORDER = ["load", "decode", "offload", "batching", "api", "placement"]
+ORDER = ["load", "decode", "offload", "batching", "api", "placement", "stages"]
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 MET = {True: "met", False: "**missed**", None: "—"}
 

@@ -146,14 +146,24 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
     for (const SequenceRows& rows : state.sequences) {
       if (rows.cache != nullptr) rows.cache->BeginStep(rows.length);
     }
-    at::Tensor logits = Run(state, all_positions).to(at::kFloat).contiguous();
+    Logits out;
+    {
+      runtime::BlockRunner::Pass pass(*runner_);
+      try {
+        // Everything up to the logits in hand is part of the step: a failure here (converting
+        // rows x vocab, out of memory) abandons the pass, so the other stages undo it too.
+        at::Tensor logits = Run(pass, state, all_positions).to(at::kFloat).contiguous();
+        out.shape = {logits.size(0), logits.size(1)};
+        const float* data = logits.data_ptr<float>();
+        out.values.assign(data, data + logits.numel());
+      } catch (...) {
+        pass.Abandon();
+        throw;
+      }
+    }
     for (const SequenceRows& rows : state.sequences) {
       if (rows.cache != nullptr) rows.cache->Commit(rows.length);
     }
-    Logits out;
-    out.shape = {logits.size(0), logits.size(1)};
-    const float* data = logits.data_ptr<float>();
-    out.values.assign(data, data + logits.numel());
     return out;
   } catch (const runtime::StageUnavailable& e) {
     UndoStep(state);
@@ -173,8 +183,8 @@ absl::StatusOr<Logits> DecoderOnlyModel::RunChecked(const std::vector<SequenceSt
   }
 }
 
-at::Tensor DecoderOnlyModel::Run(BlockState state, bool all_positions) const {
-  runtime::BlockRunner::Pass pass(*runner_);
+at::Tensor DecoderOnlyModel::Run(runtime::BlockRunner::Pass& pass, BlockState state,
+                                 bool all_positions) const {
   const size_t head = runner_->block_count() - 1;
   bool other_stages = false;
   for (size_t block = 0; block < runner_->block_count(); ++block) {
@@ -229,6 +239,13 @@ absl::StatusOr<at::Tensor> DecoderOnlyModel::RunStage(const std::vector<int64_t>
     UndoStep(state);
     return absl::InternalError(absl::StrCat("stage step failed: ", e.what()));
   }
+}
+
+bool DecoderOnlyModel::computes_on_cuda() const {
+  for (size_t block = 0; block < runner_->block_count(); ++block) {
+    if (!runner_->block(block).other_stage && runner_->torch_device(block).is_cuda()) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::unique_ptr<SequenceCache>> DecoderOnlyModel::NewSequence(

@@ -78,6 +78,10 @@ class DecoderOnlyModel : public CausalLm {
   absl::StatusOr<at::Tensor> RunStage(const std::vector<int64_t>& layout, at::Tensor hidden,
                                       DecodedLayout* step) const;
   int64_t max_positions() const final { return max_positions_; }
+  // The paged KV cache of this process's layers (a pipeline stage shares its figures).
+  const std::shared_ptr<KvBlockPool>& kv_pool() const { return kv_pool_; }
+  // Whether any block this process runs executes on a real (CUDA) GPU.
+  bool computes_on_cuda() const;
 
  protected:
   // Block `block`'s arithmetic, with its weights (in BlockSpec order) and `state` on its
@@ -92,8 +96,9 @@ class DecoderOnlyModel : public CausalLm {
   absl::Status CheckTokens(const std::vector<int32_t>& token_ids, int64_t room) const;
   absl::StatusOr<Logits> RunChecked(const std::vector<SequenceStep>& batch,
                                     bool all_positions) const;
-  // Logits of every row, or (!all_positions) of each sequence's last row.
-  at::Tensor Run(BlockState state, bool all_positions) const;
+  // Logits of every row, or (!all_positions) of each sequence's last row, from `pass`
+  // (finished; the caller abandons it if it fails the step after).
+  at::Tensor Run(runtime::BlockRunner::Pass& pass, BlockState state, bool all_positions) const;
 
   loader::ModelConfig config_;
   std::unique_ptr<runtime::BlockRunner> runner_;

@@ -70,12 +70,27 @@ KvBlockPool::~KvBlockPool() {
   for (const std::string& device : devices_) accounting_->SetKvBlocks(device, 0, 0);
 }
 
+int64_t KvBlockPool::InUse() const {
+  return mirrored_in_use_ >= 0 ? mirrored_in_use_ : block_count_ - static_cast<int64_t>(free_.size());
+}
+
 void KvBlockPool::PublishCounts() const {
   if (accounting_ == nullptr) return;
-  const auto free = static_cast<uint64_t>(free_.size());
+  const auto used = static_cast<uint64_t>(InUse());
   for (const std::string& device : devices_) {
-    accounting_->SetKvBlocks(device, static_cast<uint64_t>(block_count_) - free, free);
+    accounting_->SetKvBlocks(device, used, static_cast<uint64_t>(block_count_) - used);
   }
+}
+
+int64_t KvBlockPool::blocks_in_use() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return InUse();
+}
+
+void KvBlockPool::MirrorBlocksInUse(int64_t used) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  mirrored_in_use_ = std::clamp<int64_t>(used, 0, block_count_);
+  PublishCounts();
 }
 
 absl::StatusOr<std::vector<int32_t>> KvBlockPool::Take(int64_t positions) {

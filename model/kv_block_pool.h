@@ -46,6 +46,12 @@ class KvBlockPool {
 
   int64_t block_count() const { return block_count_; }
   int64_t blocks_free() const;
+  // Blocks taken (block_count() - blocks_free()), or what MirrorBlocksInUse last set.
+  int64_t blocks_in_use() const;
+  // A pipeline worker's pool takes no blocks: the leader takes and gives them and sends its
+  // block tables with each step. It reports the leader's figure (clamped to the pool) as its
+  // own blocks in use from now on, for the metrics.
+  void MirrorBlocksInUse(int64_t used);
 
   // [kv_heads, block_count * kBlockPositions, head_dim]: block b holds positions
   // b*kBlockPositions .. +kBlockPositions-1 of dimension 1.
@@ -57,6 +63,7 @@ class KvBlockPool {
   KvBlockPool(std::vector<LayerPlacement> layers, int64_t blocks,
               std::shared_ptr<runtime::RuntimeAccounting> accounting);
   void PublishCounts() const;  // mutex_ held
+  int64_t InUse() const;       // mutex_ held
 
   std::vector<LayerPlacement> layers_;
   std::vector<std::string> devices_;  // distinct device names, in layer order
@@ -67,6 +74,7 @@ class KvBlockPool {
 
   mutable std::mutex mutex_;
   std::set<int32_t> free_;
+  int64_t mirrored_in_use_ = -1;  // mutex_; >= 0 once mirrored
 };
 
 }  // namespace placer::model

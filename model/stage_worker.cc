@@ -11,6 +11,10 @@ absl::Status ServeStageSteps(const CausalLm& model, runtime::StageLink& link) {
   if (decoder == nullptr) return absl::InternalError("this model cannot run as a pipeline stage");
   const int previous = link.rank() - 1;
   const int next = (link.rank() + 1) % link.size();
+  // Passed on unchanged to the next stage (the link sends what it last received).
+  link.OnKvBlocksInUse(
+      [pool = decoder->kv_pool()](int64_t used) { pool->MirrorBlocksInUse(used); });
+  if (decoder->computes_on_cuda()) link.PinReceiveBuffers();
   link.StartHeartbeats(next);
   // The last step's view of the caches, until the next step: the leader may fail it after
   // this stage ran (a later stage, or its own head), and then rolls it back here too.
@@ -47,6 +51,14 @@ absl::Status ServeStageSteps(const CausalLm& model, runtime::StageLink& link) {
     }
     if (absl::Status sent = link.Send(next, out); !sent.ok()) return sent;
   }
+}
+
+absl::Status PrepareLeaderLink(const CausalLm& model, runtime::StageLink& link) {
+  const auto* decoder = dynamic_cast<const DecoderOnlyModel*>(&model);
+  if (decoder == nullptr) return absl::InternalError("this model cannot lead a pipeline");
+  link.SetKvBlocksInUseSource([pool = decoder->kv_pool()] { return pool->blocks_in_use(); });
+  if (decoder->computes_on_cuda()) link.PinReceiveBuffers();
+  return absl::OkStatus();
 }
 
 }  // namespace placer::model

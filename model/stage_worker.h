@@ -12,6 +12,13 @@ namespace placer::model {
 
 // Returns only when the group is gone: the previous stage stopped answering or the next one
 // cannot be reached (UNAVAILABLE naming it). A step that fails here is passed on as failed.
+// Its pool mirrors the KV blocks in use that every message carries from the leader; it
+// receives into pinned host memory when its layers compute on a real GPU.
 absl::Status ServeStageSteps(const CausalLm& model, runtime::StageLink& link);
+
+// The leader's side: every message it sends carries its pool's blocks in use, and the
+// answers arrive in pinned host memory when it computes on a real GPU. Before its link sends
+// or receives anything (the pipeline's start).
+absl::Status PrepareLeaderLink(const CausalLm& model, runtime::StageLink& link);
 
 }  // namespace placer::model

@@ -37,7 +37,9 @@ class BlockHook {
   // After it computed, in reverse chain order.
   virtual void Exit(BlockCall& /*call*/) {}
   // The pass ends: `output` is the last block's result, which must leave the pass in host
-  // memory; null when a block threw and the pass is abandoned (release what is held).
+  // memory; null when a block threw and the pass is abandoned (release what is held). A null
+  // EndPass may also follow one with the output, before the next BeginPass: the caller
+  // failed the step after all (BlockRunner::Pass::Abandon), or a later hook's EndPass threw.
   virtual void EndPass(at::Tensor* /*output*/) {}
 };
 

@@ -65,11 +65,18 @@ void BlockRunner::Pass::Exit(std::initializer_list<at::Tensor*> outputs) {
 }
 
 at::Tensor BlockRunner::Pass::Finish(at::Tensor output) {
-  finished_ = true;
   for (auto hook = runner_.hooks_.rbegin(); hook != runner_.hooks_.rend(); ++hook) {
     (*hook)->EndPass(&output);
   }
+  finished_ = true;
   return output;
+}
+
+void BlockRunner::Pass::Abandon() {
+  finished_ = true;
+  for (auto hook = runner_.hooks_.rbegin(); hook != runner_.hooks_.rend(); ++hook) {
+    (*hook)->EndPass(nullptr);
+  }
 }
 
 }  // namespace placer::runtime

@@ -47,7 +47,7 @@ class BlockRunner {
   class Pass {
    public:
     explicit Pass(BlockRunner& runner);
-    ~Pass();  // ends the pass for the hooks when Finish was not reached (a block threw)
+    ~Pass();  // ends the pass for the hooks when Finish was not reached or failed (a block threw)
     Pass(const Pass&) = delete;
     Pass& operator=(const Pass&) = delete;
 
@@ -59,8 +59,13 @@ class BlockRunner {
     const BlockWeights& Enter(size_t block, std::initializer_list<at::Tensor*> inputs);
     // Runs the hooks' Exit for the block just entered, over its outputs.
     void Exit(std::initializer_list<at::Tensor*> outputs);
-    // Ends the pass: `output` in host memory.
+    // Ends the pass: `output` in host memory. When a hook's EndPass throws, the pass is
+    // abandoned as if a block had thrown.
     at::Tensor Finish(at::Tensor output);
+    // The caller fails the step after Finish (converting or keeping the output): the hooks
+    // are told the pass was abandoned after all (EndPass(nullptr)), so what it left outside
+    // this process (another stage's KV writes) is undone too. Call it while the pass lives.
+    void Abandon();
 
    private:
     BlockRunner& runner_;

@@ -7,14 +7,17 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/hop_buffer.h"
 
 namespace placer::runtime {
 namespace {
@@ -37,7 +40,7 @@ struct StageLink::Impl {
   struct Buffers {
     at::Tensor header = at::empty({kHeaderInts}, at::kLong);
     at::Tensor layout;
-    std::map<int, at::Tensor> hidden;  // by ScalarType
+    HopBuffer hidden;
   };
   std::map<int, Buffers> buffers;  // created at Connect, one per peer
   std::mutex stop_mutex;
@@ -165,9 +168,11 @@ absl::Status StageLink::Send(int to, const StageMessage& message) {
   const bool has_hidden = message.hidden.defined() && message.hidden.numel() > 0;
   const int64_t rows = has_hidden ? message.hidden.size(0) : 0;
   const int64_t width = has_hidden ? message.hidden.numel() / std::max<int64_t>(rows, 1) : 0;
+  const int64_t kv_blocks = kv_blocks_source_ ? kv_blocks_source_() : kv_blocks_received_.load();
   at::Tensor header = at::tensor(
       {static_cast<int64_t>(message.kind), message.step, static_cast<int64_t>(layout.size()), rows,
-       width, has_hidden ? static_cast<int64_t>(message.hidden.scalar_type()) : 0},
+       width, has_hidden ? static_cast<int64_t>(message.hidden.scalar_type()) : 0,
+       std::clamp<int64_t>(kv_blocks, 0, std::numeric_limits<int32_t>::max())},
       at::kLong);
   std::lock_guard<std::mutex> lock(impl_->send_mutex);
   try {
@@ -210,6 +215,10 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
         return absl::UnavailableError(
             absl::StrCat(StageName(from, options_.size), ": sent a ", header.status().message()));
       }
+      if (header->kv_blocks_in_use != kv_blocks_received_.exchange(header->kv_blocks_in_use) &&
+          on_kv_blocks_) {
+        on_kv_blocks_(header->kv_blocks_in_use);
+      }
       if (header->kind == StageMessageKind::kHeartbeat) continue;
       StageMessage message;
       message.kind = header->kind;
@@ -227,8 +236,7 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
       }
       if (rows * width > 0) {
         const auto dtype = static_cast<at::ScalarType>(header->dtype);
-        at::Tensor hidden =
-            BufferFor(buffers.hidden[static_cast<int>(dtype)], rows * width, dtype);
+        at::Tensor hidden = buffers.hidden.Take(rows * width, dtype);
         ReceiveTensor(*impl_->group, hidden, from, options_.timeout);
         message.hidden = hidden.view({rows, width});
       }
@@ -244,6 +252,19 @@ absl::StatusOr<StageMessage> StageLink::Receive(int from) {
     return absl::UnavailableError(
         absl::StrCat(StageName(from, options_.size), ": connection lost: ", what));
   }
+}
+
+void StageLink::PinReceiveBuffers() {
+  pinned_receives_ = true;
+  for (auto& [peer, buffers] : impl_->buffers) buffers.hidden = HopBuffer(/*pinned=*/true);
+}
+
+void StageLink::SetKvBlocksInUseSource(std::function<int64_t()> source) {
+  kv_blocks_source_ = std::move(source);
+}
+
+void StageLink::OnKvBlocksInUse(std::function<void(int64_t)> on_received) {
+  on_kv_blocks_ = std::move(on_received);
 }
 
 void StageLink::StartHeartbeats(int to) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ class StageLink {
   // tensor lives in a buffer reused by the next Receive from that peer.
   absl::StatusOr<StageMessage> Receive(int from);
 
+  // Receive hidden states into pinned host memory from now on (a rank computing on a real
+  // GPU: the copy onto it then runs at the bus's speed, without blocking the host). Before the
+  // first Receive. Receive buffers are host memory either way (runtime/hop_buffer.h).
+  void PinReceiveBuffers();
+  bool receive_buffers_pinned() const { return pinned_receives_; }
+
   // Makes Receive return CANCELLED at its next message or deadline (a receiver thread that
   // heartbeats would otherwise keep waiting for good), so its owner can stop it.
   void Close() { closing_ = true; }
@@ -76,6 +83,15 @@ class StageLink {
   // A thread that sends `to` a heartbeat whenever nothing was sent to it for a third of the
   // timeout, until the link is destroyed (or a send fails).
   void StartHeartbeats(int to);
+
+  // The KV blocks in use on the leader ride in every header, heartbeats too: the workers'
+  // pools take no blocks (the leader's block tables come with each step) and report this
+  // figure as theirs. `source` gives the figure each message carries (the leader: its pool's);
+  // without one a rank passes on what it last received. `on_received` runs on the receiving
+  // thread for every header whose figure differs from the last. Both before the first
+  // Send / Receive (StartHeartbeats sends).
+  void SetKvBlocksInUseSource(std::function<int64_t()> source);
+  void OnKvBlocksInUse(std::function<void(int64_t)> on_received);
 
   // Bytes of steps sent (headers, layouts, hidden states), and time spent in Receive.
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
@@ -89,6 +105,10 @@ class StageLink {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> receive_wait_ns_{0};
   std::atomic<bool> closing_{false};
+  bool pinned_receives_ = false;
+  std::function<int64_t()> kv_blocks_source_;
+  std::function<void(int64_t)> on_kv_blocks_;
+  std::atomic<int64_t> kv_blocks_received_{0};
 };
 
 }  // namespace placer::runtime

@@ -23,6 +23,7 @@ void StagePipeline::Stop() {
 }
 
 void StagePipeline::Start() {
+  answer_buffer_ = HopBuffer(link_->receive_buffers_pinned());
   link_->StartHeartbeats(1);
   receiver_ = std::thread([this] { ReceiveAnswers(); });
 }
@@ -38,8 +39,22 @@ void StagePipeline::ReceiveAnswers() {
       Break(message.status());
       return;
     }
+    if (!awaiting_) {
+      const absl::Status unasked = absl::UnavailableError(
+          absl::StrCat(StageLink::StageName(last, link_->size()), ": answered step ",
+                       message->step, " while no step was awaited"));
+      lock.unlock();
+      Break(unasked);
+      return;
+    }
+    awaiting_ = false;
     answer_ = *std::move(message);
-    if (answer_.hidden.defined()) answer_.hidden = answer_.hidden.clone();  // the buffer is reused
+    if (answer_.hidden.defined()) {
+      at::Tensor received = answer_.hidden;
+      answer_.hidden = answer_buffer_.Take(received.numel(), received.scalar_type())
+                           .view(received.sizes())
+                           .copy_(received);
+    }
     has_answer_ = true;
     changed_.notify_all();
   }
@@ -74,6 +89,10 @@ absl::StatusOr<at::Tensor> StagePipeline::Carry(const std::vector<int64_t>& layo
                    std::chrono::steady_clock::now() - started).count();
     }
   } timer{wait_ns_, started};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    awaiting_ = true;
+  }
   absl::Status sent = link_->Send(1, {StageMessageKind::kStep, step, layout, hidden, ""});
   if (!sent.ok()) {
     Break(sent);
@@ -106,8 +125,10 @@ void StagePipeline::RollBackLastStep() {
 }
 
 void PipelineHook::EndPass(at::Tensor* output) {
-  if (output == nullptr && carried_) pipeline_->RollBackLastStep();
+  // A pass that ended with its output may still be abandoned (Pass::Abandon): stay armed.
+  if (output != nullptr || !carried_) return;
   carried_ = false;
+  pipeline_->RollBackLastStep();
 }
 
 void PipelineHook::Exit(BlockCall& call) {
@@ -116,7 +137,7 @@ void PipelineHook::Exit(BlockCall& call) {
   at::Tensor& hidden = *call.activations.front();
   static const std::vector<int64_t> kNoLayout;
   absl::StatusOr<at::Tensor> carried =
-      pipeline_->Carry(call.layout != nullptr ? *call.layout : kNoLayout, hidden.to(at::kCPU));
+      pipeline_->Carry(call.layout != nullptr ? *call.layout : kNoLayout, send_buffer_.ToHost(hidden));
   if (!carried.ok()) {
     if (absl::IsUnavailable(carried.status())) {
       throw StageUnavailable(std::string(carried.status().message()));

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/block_hook.h"
+#include "runtime/hop_buffer.h"
 #include "runtime/stage_link.h"
 
 namespace placer::runtime {
@@ -66,8 +67,14 @@ class StagePipeline {
   std::condition_variable changed_;
   absl::Status broken_;     // mutex_
   bool stopping_ = false;   // mutex_
+  bool awaiting_ = false;   // mutex_: a step was sent and its answer has not come
   bool has_answer_ = false; // mutex_
-  StageMessage answer_;     // mutex_
+  StageMessage answer_;     // mutex_; its hidden states in answer_buffer_
+  // The answers' hidden states, out of the link's receive buffer (which the next Receive
+  // reuses), pinned when the link's are. Reused: one answer is awaited at a time, and the next
+  // lands only after the pass that read this one ended, with a blocking copy of its output to
+  // the host, which orders after the non-blocking copy of this answer onto a GPU.
+  HopBuffer answer_buffer_;
   int64_t step_ = 0;
   std::atomic<uint64_t> wait_ns_{0};
   std::thread receiver_;
@@ -87,6 +94,7 @@ class PipelineHook : public BlockHook {
   std::shared_ptr<StagePipeline> pipeline_;
   size_t boundary_block_;
   bool carried_ = false;  // this pass sent its step (passes run one at a time)
+  HopBuffer send_buffer_;  // the boundary's hidden states out of a real GPU (pinned)
 };
 
 }  // namespace placer::runtime

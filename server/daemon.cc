@@ -134,7 +134,8 @@ absl::Status Daemon::LoadModel() {
                    stage_leader_->share().end_layer - 1);
       loaded = LoadServedModel(options_.model_dir, options_.placement, &stage_leader_->staged_load());
       if (loaded.ok()) {
-        if (absl::Status started_group = stage_leader_->StartServing(); !started_group.ok()) {
+        if (absl::Status started_group = stage_leader_->StartServing(*loaded->model);
+            !started_group.ok()) {
           loaded = started_group;
         }
       }

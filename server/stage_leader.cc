@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/status_macros.h"
+#include "model/stage_worker.h"
 #include "runtime/stage_pipeline.h"
 
 #include <mutex>
@@ -27,8 +28,9 @@ absl::StatusOr<std::unique_ptr<StageLeader>> StageLeader::Join(
 
 StageLeader::~StageLeader() = default;
 
-absl::Status StageLeader::StartServing() {
+absl::Status StageLeader::StartServing(const model::CausalLm& model) {
   PLACER_RETURN_IF_ERROR(AwaitGroupLoaded(*assignment_.link, options_.rendezvous_timeout));
+  PLACER_RETURN_IF_ERROR(model::PrepareLeaderLink(model, *assignment_.link));
   pipeline_->Start();
   return absl::OkStatus();
 }

@@ -28,8 +28,9 @@ class StageLeader {
 
   const StagedLoad& staged_load() const { return staged_; }
   const placement::StageShare& share() const { return assignment_.share; }
-  // After the leader loaded: waits for the other stages to load, then starts the pipeline.
-  absl::Status StartServing();
+  // After the leader loaded `model`: waits for the other stages to load, then starts the
+  // pipeline (its messages carry the model's KV blocks in use; model::PrepareLeaderLink).
+  absl::Status StartServing(const model::CausalLm& model);
   // No more on_broken calls and no more passes: before what on_broken touches goes.
   void StopPipeline();
 

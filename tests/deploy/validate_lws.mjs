@@ -4,7 +4,9 @@
 // then what the schema cannot know: a group of at least 2, both templates run placerd with
 // --stage-listen on the pod's IP and gRPC health probes on its --health-listen port, names
 // and images rewritten in the templates, the Service reaching the leader only, and the real
-// placerd accepting each pod's arguments with the variables LeaderWorkerSet injects.
+// placerd accepting each pod's arguments with the variables LeaderWorkerSet injects; and
+// every pod's /metrics scraped exactly once: the leader through the Service's ServiceMonitor,
+// the workers through the PodMonitor (valid against prometheus-operator's schema).
 //
 //   node validate_lws.mjs SOURCE_DIR KUBECTL PLACERD
 //
@@ -16,6 +18,7 @@ import path from "node:path";
 import zlib from "node:zlib";
 import YAML from "yaml";
 import Ajv from "ajv";
+import { PodMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 
 const [sourceDir, kubectl, placerd] = process.argv.slice(2);
 if (!sourceDir || !kubectl || !placerd) {
@@ -104,6 +107,34 @@ if (check(lws, "multinode: no LeaderWorkerSet")) {
   }
   check(service?.spec.selector?.["leaderworkerset.sigs.k8s.io/worker-index"] === "0",
         "Service: must select the leader only (leaderworkerset.sigs.k8s.io/worker-index: \"0\")");
+
+  // Metrics: the leader through the Service (ServiceMonitor), the workers per pod (PodMonitor).
+  const metricsPort = Number(/metrics-listen = ".*:(\d+)"/.exec(toml)?.[1]);
+  const selects = (selector, labels) =>
+    Object.entries(selector ?? {}).every(([key, value]) => labels?.[key] === value);
+  const [serviceMonitor] = byKind("ServiceMonitor");
+  check(serviceMonitor && selects(serviceMonitor.spec.selector.matchLabels, service?.metadata.labels),
+        "ServiceMonitor: must select the Service (the leader's metrics)");
+  const [podMonitor] = byKind("PodMonitor");
+  if (check(podMonitor, "multinode: no PodMonitor: the workers' /metrics would not be scraped")) {
+    try {
+      new PodMonitor(podMonitor).validate();
+    } catch (error) {
+      failures.push(`PodMonitor/${podMonitor.metadata?.name}: ${error.message}`);
+    }
+    const selector = podMonitor.spec.selector;
+    check(Object.keys(selector?.matchLabels ?? {}).length > 0 && !selector?.matchExpressions,
+          "PodMonitor: must select by matchLabels only");
+    check(selects(selector?.matchLabels, template.workerTemplate.metadata.labels),
+          "PodMonitor: must select the workerTemplate's pods");
+    check(!selects(selector?.matchLabels, template.leaderTemplate.metadata.labels),
+          "PodMonitor: must not select the leader, which the ServiceMonitor scrapes already");
+    const ports = template.workerTemplate.spec.containers[0].ports ?? [];
+    const endpoints = podMonitor.spec.podMetricsEndpoints ?? [];
+    check(endpoints.length > 0 && endpoints.every((e) => e.path === "/metrics" &&
+            ports.some((p) => p.name === e.port && p.containerPort === metricsPort)),
+          `PodMonitor: must scrape /metrics on the workers' named port for --metrics-listen's ${metricsPort}`);
+  }
 }
 
 if (failures.length > 0) {

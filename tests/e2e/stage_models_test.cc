@@ -111,8 +111,8 @@ TEST_P(StageModels, TwoStagesGiveTheSingleProcessAnswers) {
   const std::optional<double> sent = ScrapeValue(group.leader().metrics_port,
                                                  "placer_stage_sent_bytes_total");
   ASSERT_TRUE(sent.has_value());
-  // 6 header ints, the layout of one cacheless sequence (6 ints), 20 rows of 128 values.
-  EXPECT_EQ(*sent, 12 * 8 + 20 * 128 * c.wire_element_bytes)
+  // 7 header ints, the layout of one cacheless sequence (6 ints), 20 rows of 128 values.
+  EXPECT_EQ(*sent, 13 * 8 + 20 * 128 * c.wire_element_bytes)
       << "hidden states of " << c.wire_element_bytes << " bytes a value";
 
   for (uint64_t seed : {uint64_t{0}, uint64_t{77}}) {

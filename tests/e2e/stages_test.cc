@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "tests/e2e/exposition.h"
@@ -177,6 +178,44 @@ TEST_F(Stages, LeaderMetricsCarryEveryStagesLiveMemory) {
   EXPECT_GT(*worker.Value("placer_device_memory_used_bytes", {{"device", "cuda:0"}, {"kind", "kv_cache"}}), 0);
   // Its own /metrics is that node's: no stage families, which are the leader's.
   EXPECT_TRUE(worker.Find("placer_stage_device_memory_used_bytes").empty());
+}
+
+// The workers' pools take no KV blocks (the leader's block tables come with each step), yet
+// each worker's own /metrics reports the leader's blocks in use: every message carries the
+// figure and the middle stage passes it on; heartbeats bring the zero after the stream.
+TEST_F(Stages, WorkersReportTheLeadersKvBlocksInUse) {
+  StageGroup group(dir_->string(), 3, GroupFlags());
+  ASSERT_TRUE(group.WaitServing(seconds(90))) << group.Logs();
+  auto used_on = [&](int rank, const char* state = "used") {
+    return ScrapeValue(group.rank(rank).ports.metrics_port, "placer_device_kv_cache_blocks",
+                       {{"device", "cuda:0"}, {"state", state}})
+        .value_or(-1.0);
+  };
+  const double total = used_on(0, "free");
+  ASSERT_GT(total, 0);
+  for (int rank : {1, 2}) EXPECT_EQ(used_on(rank, "free"), total) << "the same pool everywhere";
+  std::future<Streamed> stream = std::async(std::launch::async, [&] {
+    return GenerateStream(group.leader(), Prompt({1, 2, 3, 4, 5, 6, 7, 8}, 500));
+  });
+  // The sequence holds its blocks for the whole stream: scrape until every worker said it.
+  std::set<int> agreed;
+  double leader_used = 0;
+  while (stream.wait_for(milliseconds(5)) != std::future_status::ready) {
+    leader_used = std::max(leader_used, used_on(0));
+    for (int rank : {1, 2}) {
+      const double used = used_on(rank);
+      if (used > 0 && used == used_on(0)) agreed.insert(rank);
+      EXPECT_LE(used + used_on(rank, "free"), total) << "rank " << rank;
+    }
+  }
+  ASSERT_TRUE(stream.get().status.ok());
+  EXPECT_GT(leader_used, 0);
+  EXPECT_EQ(agreed, (std::set<int>{1, 2}))
+      << "each worker's placer_device_kv_cache_blocks{state=\"used\"} equals the leader's mid-stream";
+  EXPECT_TRUE(WaitUntil([&] { return used_on(0) == 0 && used_on(1) == 0 && used_on(2) == 0; },
+                        seconds(10)))
+      << "the stream ended: no blocks in use anywhere (" << used_on(1) << ", " << used_on(2) << ")";
+  EXPECT_EQ(used_on(2, "free"), total);
 }
 
 TEST_F(Stages, ThreeStagesGiveTheSingleProcessAnswers) {

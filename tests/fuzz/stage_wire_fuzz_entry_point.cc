@@ -1,5 +1,6 @@
 #include "tests/fuzz/stage_wire_fuzz_entry_point.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@ int FuzzStageWire(const std::uint8_t* data, std::size_t size) {
   if (header.ok()) {
     Require(header->layout_ints >= 0 && header->layout_ints <= runtime::kMaxLayoutInts);
     Require(header->rows >= 0 && header->width >= 0);
+    Require(header->kv_blocks_in_use >= 0 && header->kv_blocks_in_use <= INT32_MAX);
     Require(header->width == 0 || header->rows <= runtime::kMaxHiddenElements / header->width);
   }
   // The rest: the layout, for the header's rows (or the raw ints when it was refused).

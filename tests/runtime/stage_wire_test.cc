@@ -21,30 +21,35 @@ namespace {
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 TEST(StageHeaderTest, AcceptsWhatTheLinkSends) {
-  const int64_t step[] = {1, 7, 12, 20, 128, runtime::kWireBF16};
+  const int64_t step[] = {1, 7, 12, 20, 128, runtime::kWireBF16, 3};
   auto header = runtime::ParseStageHeader(step);
   ASSERT_TRUE(header.ok()) << header.status();
   EXPECT_EQ(header->kind, runtime::StageMessageKind::kStep);
   EXPECT_EQ(header->rows, 20);
   EXPECT_EQ(header->dtype, runtime::kWireBF16);
-  const int64_t rollback[] = {4, 7, 0, 0, 0, 0};
+  EXPECT_EQ(header->kv_blocks_in_use, 3);
+  const int64_t rollback[] = {4, 7, 0, 0, 0, 0, 0};
   ASSERT_TRUE(runtime::ParseStageHeader(rollback).ok());
-  const int64_t heartbeat[] = {2, 0, 0, 0, 0, 0};
-  ASSERT_TRUE(runtime::ParseStageHeader(heartbeat).ok());
+  const int64_t heartbeat[] = {2, 0, 0, 0, 0, 0, 5};
+  auto beat = runtime::ParseStageHeader(heartbeat);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_EQ(beat->kv_blocks_in_use, 5) << "heartbeats carry the leader's KV blocks in use too";
 }
 
 TEST(StageHeaderTest, RefusesEachBadField) {
   const std::vector<std::vector<int64_t>> bad = {
-      {0, 1, 0, 0, 0, 0},                      // no such kind
-      {5, 1, 0, 0, 0, 0},                      // no such kind
-      {1, 1, -1, 0, 0, 0},                     // negative layout
-      {1, 1, runtime::kMaxLayoutInts + 1, 0, 0, 0},
-      {1, 1, 0, -1, 4, 6},                     // negative rows
-      {1, 1, 0, 4, -1, 6},                     // negative width
-      {1, 1, 0, kMax, kMax, 6},                // rows x width overflows
-      {1, 1, 0, int64_t{1} << 20, int64_t{1} << 13, 6},  // more than 2^32 values
-      {1, 1, 0, 4, 4, 7},                      // a dtype the wire does not carry
-      {2, 1, 3, 0, 0, 0},                      // a heartbeat with a layout
+      {0, 1, 0, 0, 0, 0, 0},                   // no such kind
+      {5, 1, 0, 0, 0, 0, 0},                   // no such kind
+      {1, 1, -1, 0, 0, 0, 0},                  // negative layout
+      {1, 1, runtime::kMaxLayoutInts + 1, 0, 0, 0, 0},
+      {1, 1, 0, -1, 4, 6, 0},                  // negative rows
+      {1, 1, 0, 4, -1, 6, 0},                  // negative width
+      {1, 1, 0, kMax, kMax, 6, 0},             // rows x width overflows
+      {1, 1, 0, int64_t{1} << 20, int64_t{1} << 13, 6, 0},  // more than 2^32 values
+      {1, 1, 0, 4, 4, 7, 0},                   // a dtype the wire does not carry
+      {2, 1, 3, 0, 0, 0, 0},                   // a heartbeat with a layout
+      {2, 1, 0, 0, 0, 0, -1},                  // negative KV blocks in use
+      {1, 1, 0, 4, 4, 6, int64_t{1} << 31},    // more KV blocks than a pool numbers
   };
   for (const std::vector<int64_t>& ints : bad) {
     auto header = runtime::ParseStageHeader(ints.data());

@@ -1,7 +1,8 @@
-// A step the leader fails after the other stages ran it (here its own lm_head fails) is
-// rolled back on every stage, not only on the leader: in a sliding-window model the KV cache
-// is a ring, and a prompt chunk overwrites positions the retry reads. Two ranks of a real
-// group (TCPStore rendezvous, Gloo on loopback) in one process, each loading its share.
+// A step the leader fails after the other stages ran it is rolled back on every stage, not
+// only on the leader: its own lm_head fails, a hook fails while the pass ends, or reading the
+// logits fails after the pass ended. In a sliding-window model the KV cache is a ring, and a
+// prompt chunk overwrites positions the retry reads. Two ranks of a real group (TCPStore
+// rendezvous, Gloo on loopback) in one process, each loading its share.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -26,20 +28,34 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Fails `module`'s block once when armed: a device error after the pipeline carried the step.
+// How the leader fails one step after the pipeline carried it to the worker.
+enum class Failure {
+  kLmHead,       // its lm_head throws (a device error)
+  kEndingPass,   // a hook throws while the pass ends (inside BlockRunner::Pass::Finish)
+  kAfterFinish,  // the logits cannot be read after the pass ended (converting them fails)
+};
+
 class FailingHook final : public runtime::BlockHook {
  public:
-  explicit FailingHook(std::string module) : module_(std::move(module)) {}
   void Enter(runtime::BlockCall& call) override {
-    if (armed && call.bound->spec.module == module_) {
-      armed = false;
-      TORCH_CHECK(false, "injected failure in ", module_);
+    if (armed == Failure::kLmHead && call.bound->spec.module == "lm_head") {
+      armed.reset();
+      TORCH_CHECK(false, "injected failure in lm_head");
     }
   }
-  bool armed = false;
-
- private:
-  std::string module_;
+  void EndPass(at::Tensor* output) override {
+    if (output == nullptr || !armed) return;
+    const Failure failure = *armed;
+    if (failure == Failure::kEndingPass) {
+      armed.reset();
+      TORCH_CHECK(false, "injected failure ending the pass");
+    }
+    if (failure == Failure::kAfterFinish) {
+      armed.reset();
+      *output = output->flatten();  // no longer [rows, vocab]: reading the logits throws
+    }
+  }
+  std::optional<Failure> armed;
 };
 
 float WorstDifference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -51,7 +67,9 @@ float WorstDifference(const std::vector<float>& a, const std::vector<float>& b) 
   return worst;
 }
 
-TEST(StageRollback, AStepTheLeaderFailsIsRolledBackOnTheWorkersRingCaches) {
+class StageRollback : public ::testing::TestWithParam<Failure> {};
+
+TEST_P(StageRollback, AStepTheLeaderFailsIsRolledBackOnTheWorkersRingCaches) {
   const fs::path dir = fs::temp_directory_path() / absl::StrCat("placer-stage-rollback-", getpid());
   fs::remove_all(dir);
   ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir.string(),
@@ -88,7 +106,7 @@ TEST(StageRollback, AStepTheLeaderFailsIsRolledBackOnTheWorkersRingCaches) {
   absl::Status broken;
   auto pipeline = std::make_shared<runtime::StagePipeline>(
       leader->link, [&](const absl::Status& status) { broken = status; });
-  auto failing = std::make_shared<FailingHook>("lm_head");
+  auto failing = std::make_shared<FailingHook>();
   auto leader_model = model::LoadPlacedModel(
       *checkpoint, leader->plan, nullptr,
       {std::make_shared<runtime::PipelineHook>(pipeline, BoundaryBlock(leader->share)), failing});
@@ -116,11 +134,14 @@ TEST(StageRollback, AStepTheLeaderFailsIsRolledBackOnTheWorkersRingCaches) {
   ASSERT_TRUE(first_want.ok()) << first_want.status();
   EXPECT_LE(WorstDifference(first->values, first_want->values), 1e-5f);
 
-  failing->armed = true;
+  failing->armed = GetParam();
   auto failed = (*leader_model)->Extend(**sequence, chunk);
   ASSERT_FALSE(failed.ok());
-  EXPECT_NE(failed.status().message().find("injected failure in lm_head"), std::string::npos)
-      << failed.status();
+  const char* why = GetParam() == Failure::kLmHead       ? "injected failure in lm_head"
+                    : GetParam() == Failure::kEndingPass ? "injected failure ending the pass"
+                                                         : "Dimension out of range";
+  EXPECT_NE(failed.status().message().find(why), std::string::npos) << failed.status();
+  EXPECT_FALSE(failing->armed) << "the failure was injected";
   EXPECT_EQ((*sequence)->length(), 20) << "a failed step commits nothing";
 
   auto retried = (*leader_model)->Extend(**sequence, chunk);
@@ -143,6 +164,15 @@ TEST(StageRollback, AStepTheLeaderFailsIsRolledBackOnTheWorkersRingCaches) {
   EXPECT_TRUE(absl::IsUnavailable(served) || absl::IsCancelled(served)) << served;
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Failures, StageRollback,
+                         ::testing::Values(Failure::kLmHead, Failure::kEndingPass,
+                                         Failure::kAfterFinish),
+                         [](const ::testing::TestParamInfo<Failure>& info) {
+                           return info.param == Failure::kLmHead       ? "LmHead"
+                                  : info.param == Failure::kEndingPass ? "EndingThePass"
+                                                                       : "AfterThePassEnded";
+                         });
 
 }  // namespace
 }  // namespace placer::server
