@@ -5,6 +5,7 @@
 //                                  [--new-tokens 32] [--runs 3] [--no-prefetch]
 //   placer-bench-model forward DIR [--threads 2] [--tokens 8] [--iterations 300] [--clients 1]
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
+//   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
 #include <ATen/ATen.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include "bench/bench_common.h"
 #include "bench/bench_layouts.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/quantize_drift.h"
 #include "bench/quantized_products.h"
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
@@ -211,6 +213,26 @@ absl::StatusOr<nlohmann::json> ForwardCalls(const ModelArgs& args, int tokens, i
   return report;
 }
 
+// The unquantized model and the same checkpoint under --quantize, both in memory, compared on
+// the same prompts (quantize_drift.h).
+absl::StatusOr<nlohmann::json> Drift(const ModelArgs& args, int prompts, int tokens) {
+  if (args.quantize == "none" || args.quantize.empty()) {
+    return absl::InvalidArgumentError("drift: --quantize int8|int4 is required (the reference is "
+                                      "the unquantized model)");
+  }
+  ModelArgs reference_args = args;
+  reference_args.quantize = "none";
+  reference_args.quantize_group_size = 0;
+  PLACER_ASSIGN_OR_RETURN(auto reference, Load(reference_args));
+  PLACER_ASSIGN_OR_RETURN(auto quantized, Load(args));
+  PLACER_ASSIGN_OR_RETURN(nlohmann::json drift,
+                          MeasureQuantizeDrift(*reference.model, *quantized.model, prompts, tokens));
+  nlohmann::json report = BaseReport(args, quantized);
+  report["quantize_group_size"] = args.quantize_group_size;
+  report["drift"] = drift;
+  return report;
+}
+
 int Finish(const absl::StatusOr<nlohmann::json>& result) {
   if (!result.ok()) {
     std::cerr << "placer-bench-model: " << result.status().message() << "\n";
@@ -249,6 +271,15 @@ int main(int argc, char** argv) {
   forward->add_option("--tokens", tokens)->check(CLI::Range(1, 100000));
   forward->add_option("--iterations", iterations, "calls per client")->check(CLI::Range(1, 10000000));
   forward->add_option("--clients", clients, "threads calling at once")->check(CLI::Range(1, 256));
+  int prompts = 8, drift_tokens = 32;
+  CLI::App* drift = app.add_subcommand(
+      "drift", "--quantize against the unquantized model: top-1 agreement and mean KL of the "
+               "next-token distributions on fixed prompts");
+  add_model(drift);
+  drift->add_option("--quantize", args.quantize, "int8 or int4, as placerd's")->required();
+  drift->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
+  drift->add_option("--prompts", prompts)->check(CLI::Range(1, 10000));
+  drift->add_option("--tokens", drift_tokens, "ids per prompt")->check(CLI::Range(1, 100000));
   CLI::App* bandwidth = app.add_subcommand("bandwidth", "host copy / read bandwidth");
   bandwidth->add_option("--mib", mib, "buffer size")->check(CLI::Range(1, 65536));
   bandwidth->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
@@ -270,6 +301,7 @@ int main(int argc, char** argv) {
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
+    if (*drift) return Finish(Drift(args, prompts, drift_tokens));
     placer::model::SetComputeThreads(args.threads);
     if (*quantized) {
       PrintJson(MeasureQuantizedProducts(runs));
