@@ -23,6 +23,7 @@
 #include "bench/quantized_products.h"
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
+#include "loader/quantized_layout.h"
 #include "model/causal_lm.h"
 #include "base/status_macros.h"
 
@@ -44,8 +45,24 @@ struct LoadedModel {
   std::shared_ptr<runtime::RuntimeAccounting> accounting;
   double load_seconds = 0;
   int64_t weight_bytes = 0;             // every tensor of the checkpoint
-  int64_t decode_read_bytes = 0;        // weights one decode step reads (one embedding row)
+  int64_t decode_read_bytes = 0;  // weights one decode step reads (one embedding row; packed)
 };
+
+// --quantize packs the decoder layers' linear weights (the Llama family's names; bench/run
+// quantizes Llama checkpoints only): the bytes a step reads of such a tensor are its packed ones.
+bool IsLlamaLayerLinearWeight(const std::string& name) {
+  if (name.rfind("model.layers.", 0) != 0) return false;
+  for (const char* slot : {".self_attn.q_proj.weight", ".self_attn.k_proj.weight",
+                           ".self_attn.v_proj.weight", ".self_attn.o_proj.weight",
+                           ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight"}) {
+    const std::string suffix = slot;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
 
 absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   model::SetComputeThreads(args.threads);
@@ -70,6 +87,13 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
                            name == "transformer.wpe.weight";
     // A tied head reads the whole embedding matrix anyway; an untied one reads one row of it.
     const bool reads_whole = !embedding || (config.tie_word_embeddings && name != "transformer.wpe.weight");
+    if (plan.quantize.enabled() && IsLlamaLayerLinearWeight(name) && info.shape.size() == 2) {
+      PLACER_ASSIGN_OR_RETURN(
+          const loader::PackedLayout layout,
+          loader::PackedLayoutFor(plan.quantize, info.shape[0], info.shape[1], name));
+      loaded.decode_read_bytes += static_cast<int64_t>(layout.bytes());
+      continue;
+    }
     loaded.decode_read_bytes += reads_whole ? bytes : bytes / std::max<int64_t>(info.shape[0], 1);
   }
   return loaded;

@@ -211,23 +211,19 @@ def llama_cpp_rows(raw, prompt, results):
 
 
 def packed_floor_rows(raw, results):
-    """The quantized 1.1B model against the read-bandwidth floor of its packed bytes: one decode
-    step reads every bound weight once except the (unquantized, untied) embedding, of which it
-    reads one row. placer-bench-model reports the checkpoint's bytes and what one step reads of
-    them, and the bytes bound (packed for --quantize); the embedding keeps its checkpoint dtype,
-    so the bound bytes less the unread part of the embedding are the packed bytes read."""
-    path = os.path.join(raw, "bandwidth.json")
-    if not os.path.exists(path):
-        return []
-    read_bps = load_json(raw, "bandwidth.json")["read"]["bytes_per_second"]
+    """The quantized 1.1B model against the read-bandwidth floor of the bytes one decode step
+    reads (placer-bench-model's decode_read_bytes_per_token: the packed linear weights, the
+    unquantized lm_head and norms, one embedding row), at the best read bandwidth measured in
+    the section (one measurement at its start, one before each of these runs)."""
     rows = []
     for label in LLAMA_CPP_QUANT_PEERS:
         name = f"placer_in_process_tinyllama_{label}.jsonl"
         if not os.path.exists(os.path.join(raw, name)):
             continue
+        read_bps = max(load_json(raw, f)["read"]["bytes_per_second"] for f in sorted(os.listdir(raw))
+                       if f.startswith("bandwidth") and f.endswith(".json"))
         ours = load_jsonl(raw, name)[0]
-        unread = ours["weight_bytes"] - ours["decode_read_bytes_per_token"]
-        read_bytes = ours["bound_weight_bytes"] - unread
+        read_bytes = ours["decode_read_bytes_per_token"]
         floor = read_bytes / read_bps
         step = statistics.median(pooled([ours], "step_seconds"))
         grpc = results.get(f"llama_cpp_tinyllama_{label}", {}).get("placer_grpc", [])
