@@ -201,6 +201,19 @@ TEST_F(BenchTools, DriftComparesTheQuantizedModelWithTheUnquantizedOne) {
       << unquantized.output;
 }
 
+TEST_F(BenchTools, DecodeCountsTheQuantizedWeightsReadPerTokenInTheirPackedBytes) {
+  const nlohmann::json plain = Json(Decode("cpu"));
+  const nlohmann::json packed = Json(Decode("cpu", "--quantize int4 --quantize-group-size 32"));
+  if (plain.is_discarded() || packed.is_discarded()) return;
+  // The tiny preset's 4 layers: q, o [128, 128], k, v [64, 128], gate, up [352, 128],
+  // down [128, 352], F32; int4 in groups of 32 packs 32 inputs in 8 + 16 bytes.
+  const int64_t outputs_times_inputs = 2 * 128 * 128 + 2 * 64 * 128 + 3 * 352 * 128;
+  const int64_t f32_bytes = 4 * outputs_times_inputs * 4;
+  const int64_t packed_bytes = 4 * outputs_times_inputs / 32 * (8 + 16);
+  EXPECT_EQ(packed["decode_read_bytes_per_token"].get<int64_t>(),
+            plain["decode_read_bytes_per_token"].get<int64_t>() - f32_bytes + packed_bytes);
+}
+
 TEST_F(BenchTools, BadArgumentsAreNamed) {
   CommandResult result = RunCommand(Decode("sideways"));
   EXPECT_EQ(result.exit_code, 1);
