@@ -5,6 +5,7 @@
 //                                  [--new-tokens 32] [--runs 3] [--no-prefetch]
 //   placer-bench-model forward DIR [--threads 2] [--tokens 8] [--iterations 300] [--clients 1]
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
+//   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
 #include <ATen/ATen.h>
 
 #include <CLI/CLI.hpp>
@@ -19,9 +20,11 @@
 #include "bench/bench_common.h"
 #include "bench/bench_layouts.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/quantize_drift.h"
 #include "bench/quantized_products.h"
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
+#include "loader/quantized_layout.h"
 #include "model/causal_lm.h"
 #include "base/openblas_core.h"
 #include "base/status_macros.h"
@@ -44,8 +47,24 @@ struct LoadedModel {
   std::shared_ptr<runtime::RuntimeAccounting> accounting;
   double load_seconds = 0;
   int64_t weight_bytes = 0;             // every tensor of the checkpoint
-  int64_t decode_read_bytes = 0;        // weights one decode step reads (one embedding row)
+  int64_t decode_read_bytes = 0;  // weights one decode step reads (one embedding row; packed)
 };
+
+// --quantize packs the decoder layers' linear weights (the Llama family's names; bench/run
+// quantizes Llama checkpoints only): the bytes a step reads of such a tensor are its packed ones.
+bool IsLlamaLayerLinearWeight(const std::string& name) {
+  if (name.rfind("model.layers.", 0) != 0) return false;
+  for (const char* slot : {".self_attn.q_proj.weight", ".self_attn.k_proj.weight",
+                           ".self_attn.v_proj.weight", ".self_attn.o_proj.weight",
+                           ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight"}) {
+    const std::string suffix = slot;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
 
 absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   model::SetComputeThreads(args.threads);
@@ -70,6 +89,13 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
                            name == "transformer.wpe.weight";
     // A tied head reads the whole embedding matrix anyway; an untied one reads one row of it.
     const bool reads_whole = !embedding || (config.tie_word_embeddings && name != "transformer.wpe.weight");
+    if (plan.quantize.enabled() && IsLlamaLayerLinearWeight(name) && info.shape.size() == 2) {
+      PLACER_ASSIGN_OR_RETURN(
+          const loader::PackedLayout layout,
+          loader::PackedLayoutFor(plan.quantize, info.shape[0], info.shape[1], name));
+      loaded.decode_read_bytes += static_cast<int64_t>(layout.bytes());
+      continue;
+    }
     loaded.decode_read_bytes += reads_whole ? bytes : bytes / std::max<int64_t>(info.shape[0], 1);
   }
   return loaded;
@@ -213,6 +239,26 @@ absl::StatusOr<nlohmann::json> ForwardCalls(const ModelArgs& args, int tokens, i
   return report;
 }
 
+// The unquantized model and the same checkpoint under --quantize, both in memory, compared on
+// the same prompts (quantize_drift.h).
+absl::StatusOr<nlohmann::json> Drift(const ModelArgs& args, int prompts, int tokens) {
+  if (args.quantize == "none" || args.quantize.empty()) {
+    return absl::InvalidArgumentError("drift: --quantize int8|int4 is required (the reference is "
+                                      "the unquantized model)");
+  }
+  ModelArgs reference_args = args;
+  reference_args.quantize = "none";
+  reference_args.quantize_group_size = 0;
+  PLACER_ASSIGN_OR_RETURN(auto reference, Load(reference_args));
+  PLACER_ASSIGN_OR_RETURN(auto quantized, Load(args));
+  PLACER_ASSIGN_OR_RETURN(nlohmann::json drift,
+                          MeasureQuantizeDrift(*reference.model, *quantized.model, prompts, tokens));
+  nlohmann::json report = BaseReport(args, quantized);
+  report["quantize_group_size"] = args.quantize_group_size;
+  report["drift"] = drift;
+  return report;
+}
+
 int Finish(const absl::StatusOr<nlohmann::json>& result) {
   if (!result.ok()) {
     std::cerr << "placer-bench-model: " << result.status().message() << "\n";
@@ -252,6 +298,15 @@ int main(int argc, char** argv) {
   forward->add_option("--tokens", tokens)->check(CLI::Range(1, 100000));
   forward->add_option("--iterations", iterations, "calls per client")->check(CLI::Range(1, 10000000));
   forward->add_option("--clients", clients, "threads calling at once")->check(CLI::Range(1, 256));
+  int prompts = 8, drift_tokens = 32;
+  CLI::App* drift = app.add_subcommand(
+      "drift", "--quantize against the unquantized model: top-1 agreement and mean KL of the "
+               "next-token distributions on fixed prompts");
+  add_model(drift);
+  drift->add_option("--quantize", args.quantize, "int8 or int4, as placerd's")->required();
+  drift->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
+  drift->add_option("--prompts", prompts)->check(CLI::Range(1, 10000));
+  drift->add_option("--tokens", drift_tokens, "ids per prompt")->check(CLI::Range(1, 100000));
   CLI::App* bandwidth = app.add_subcommand("bandwidth", "host copy / read bandwidth");
   bandwidth->add_option("--mib", mib, "buffer size")->check(CLI::Range(1, 65536));
   bandwidth->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
@@ -281,6 +336,7 @@ int main(int argc, char** argv) {
   try {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
+    if (*drift) return Finish(Drift(args, prompts, drift_tokens));
     placer::model::SetComputeThreads(args.threads);
     if (*quantized) {
       PrintJson(MeasureQuantizedProducts(runs));

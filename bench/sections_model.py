@@ -178,29 +178,38 @@ def decode(raw):
                     f"in-process {step['placer in-process'] * 1e3:.2f} ms", overhead,
                     "gRPC / in-process", "≤ 1.05", overhead <= 1.05))
     rows += llama_cpp_rows(raw, prompt, results)
+    rows += drift_rows(raw, results)
     return {"what": "batch-1 greedy prefill and decode of the small Llama preset, F32 (and BF16 "
                     "against llama.cpp), same threads every side; greedy tokens identical across "
                     "placer and PyTorch: " + str(same),
             "results": results, "rows": rows}
 
 
-# (model, dtype) pairs bench/run measures against llama.cpp, in the order of the table.
-LLAMA_CPP_CONFIGS = (("small", "F32"), ("small", "BF16"), ("tinyllama", "BF16"))
+# (model, label) pairs bench/run measures against llama.cpp, in the order of the table: the
+# label is the dtype placer serves (the checkpoint's), or int8 / int4 for placerd --quantize on
+# the unquantized checkpoint against llama.cpp's Q8_0 / Q4_0 of the same weights.
+LLAMA_CPP_CONFIGS = (("small", "F32"), ("small", "BF16"), ("tinyllama", "BF16"),
+                     ("small", "int8"), ("small", "int4"), ("tinyllama", "int8"),
+                     ("tinyllama", "int4"))
 LLAMA_CPP_MODEL_WORDS = {"small": "small", "tinyllama": "~1.1B (TinyLlama shape)"}
+LLAMA_CPP_QUANT_PEERS = {"int8": "Q8_0", "int4": "Q4_0"}
+# Issue 20's goals for the quantized rows; the unquantized ones want ≥ 1.0 both ways (issue 9).
+QUANT_PREFILL_GOAL = 0.8
+QUANT_FLOOR_GOAL = 0.75  # the moonshot: of the packed bytes' read-bandwidth floor
 
 
 def llama_cpp_rows(raw, prompt, results):
-    """placer through gRPC against llama-bench on the same weights (GGUF), per model and dtype:
+    """placer through gRPC against llama-bench on the same weights (GGUF), per model and label:
     decode and prefill tokens/s, medians over the alternating rounds."""
     rows = []
-    for model, dtype in LLAMA_CPP_CONFIGS:
-        label = f"{model}_{dtype}"
+    for model, label in LLAMA_CPP_CONFIGS:
+        name_part = f"{model}_{label}"
         peer_runs = []
         for name in sorted(os.listdir(raw)):
-            if name.startswith(f"llama_cpp_{label}_") and name.endswith(".json"):
+            if name.startswith(f"llama_cpp_{name_part}_") and name.endswith(".json"):
                 peer_runs.append(load_json(raw, name))
-        ours = load_jsonl(raw, f"placer_grpc_{label}.jsonl") if os.path.exists(
-            os.path.join(raw, f"placer_grpc_{label}.jsonl")) else []
+        ours = load_jsonl(raw, f"placer_grpc_{name_part}.jsonl") if os.path.exists(
+            os.path.join(raw, f"placer_grpc_{name_part}.jsonl")) else []
         if not peer_runs or not ours:
             continue
         peer_decode = statistics.median(t["avg_ts"] for r in peer_runs for t in r if t["n_gen"] > 0)
@@ -208,19 +217,87 @@ def llama_cpp_rows(raw, prompt, results):
                                          if t["n_prompt"] > 0 and t["n_gen"] == 0)
         our_decode = 1 / statistics.median(s for r in ours for s in r["step_seconds"][0])
         our_prefill = prompt / statistics.median(r["ttft_seconds"][0] for r in ours)
-        results[f"llama_cpp_{label}"] = {"runs": peer_runs, "placer_grpc": ours,
-                                         "decode_tokens_per_second": peer_decode,
-                                         "prefill_tokens_per_second": peer_prefill}
+        peer_type = LLAMA_CPP_QUANT_PEERS.get(label)
+        results[f"llama_cpp_{name_part}"] = {"runs": peer_runs, "placer_grpc": ours,
+                                             "llama_cpp_type": peer_type or label,
+                                             "decode_tokens_per_second": peer_decode,
+                                             "prefill_tokens_per_second": peer_prefill}
         words = LLAMA_CPP_MODEL_WORDS[model]
-        rows.append(row(f"decode tokens/s, {words}, batch 1, {dtype}: placer gRPC vs llama.cpp",
-                        f"{our_decode:.1f} tok/s", f"llama.cpp {peer_decode:.1f} tok/s",
+        if peer_type:
+            what = f"placer gRPC --quantize {label} vs llama.cpp {peer_type}"
+            peer_words = f"llama.cpp {peer_type}"
+            prefill_goal = QUANT_PREFILL_GOAL
+            note = (f"llama-quantize defaults: its token_embd is {peer_type} and its output "
+                    f"{'Q8_0' if label == 'int8' else 'Q6_K'}; placer keeps embeddings and "
+                    f"lm_head unquantized ({'F32' if model == 'small' else 'BF16'})")
+        else:
+            what = "placer gRPC vs llama.cpp"
+            peer_words = "llama.cpp"
+            prefill_goal = 1.0
+            note = ""
+        rows.append(row(f"decode tokens/s, {words}, batch 1, {label}: {what}",
+                        f"{our_decode:.1f} tok/s", f"{peer_words} {peer_decode:.1f} tok/s",
                         our_decode / peer_decode, "placer / llama.cpp", "≥ 1.0",
-                        our_decode / peer_decode >= 1.0))
-        rows.append(row(f"prompt tokens/s ({prompt}-token prompt), {words}, {dtype}: placer gRPC "
-                        "vs llama.cpp", f"{our_prefill:.1f} tok/s",
-                        f"llama.cpp {peer_prefill:.1f} tok/s", our_prefill / peer_prefill,
-                        "placer / llama.cpp", "≥ 1.0", our_prefill / peer_prefill >= 1.0,
+                        our_decode / peer_decode >= 1.0, note))
+        rows.append(row(f"prompt tokens/s ({prompt}-token prompt), {words}, {label}: {what}",
+                        f"{our_prefill:.1f} tok/s", f"{peer_words} {peer_prefill:.1f} tok/s",
+                        our_prefill / peer_prefill, "placer / llama.cpp", f"≥ {prefill_goal:.1f}",
+                        our_prefill / peer_prefill >= prefill_goal,
                         "placer's figure is time to first token through gRPC"))
+    rows += packed_floor_rows(raw, results)
+    return rows
+
+
+def packed_floor_rows(raw, results):
+    """The quantized 1.1B model against the read-bandwidth floor of the bytes one decode step
+    reads (placer-bench-model's decode_read_bytes_per_token: the packed linear weights, the
+    unquantized lm_head and norms, one embedding row), at the best read bandwidth measured in
+    the section (one measurement at its start, one before each of these runs)."""
+    rows = []
+    for label in LLAMA_CPP_QUANT_PEERS:
+        name = f"placer_in_process_tinyllama_{label}.jsonl"
+        if not os.path.exists(os.path.join(raw, name)):
+            continue
+        read_bps = max(load_json(raw, f)["read"]["bytes_per_second"] for f in sorted(os.listdir(raw))
+                       if f.startswith("bandwidth") and f.endswith(".json"))
+        ours = load_jsonl(raw, name)[0]
+        read_bytes = ours["decode_read_bytes_per_token"]
+        floor = read_bytes / read_bps
+        step = statistics.median(pooled([ours], "step_seconds"))
+        grpc = results.get(f"llama_cpp_tinyllama_{label}", {}).get("placer_grpc", [])
+        grpc_step = statistics.median(s for r in grpc for s in r["step_seconds"][0]) if grpc else None
+        results[f"packed_floor_tinyllama_{label}"] = {
+            "placer_in_process": ours, "packed_read_bytes_per_token": read_bytes,
+            "read_bytes_per_second": read_bps, "floor_seconds_per_token": floor}
+        note = f"placer gRPC reaches {floor / grpc_step:.2f} of it" if grpc_step else ""
+        rows.append(row(f"decode vs the packed-bytes read floor, ~1.1B, --quantize {label} "
+                        "(in-process; goal is the moonshot)", f"{step * 1e3:.1f} ms/token",
+                        f"floor {floor * 1e3:.1f} ms ({read_bytes / MIB:.0f} MiB at "
+                        f"{read_bps / 1e9:.2f} GB/s read)", floor / step, "floor / placer",
+                        f"≥ {QUANT_FLOOR_GOAL:.2f}", floor / step >= QUANT_FLOOR_GOAL,
+                        note))
+    return rows
+
+
+def drift_rows(raw, results):
+    """--quantize against the unquantized model on the same prompts (placer-bench-model drift):
+    reported, no goal (the checkpoints' weights are random, not trained)."""
+    rows = []
+    for model in LLAMA_CPP_MODEL_WORDS:
+        for scheme in LLAMA_CPP_QUANT_PEERS:
+            name = f"drift_{model}_{scheme}.json"
+            if not os.path.exists(os.path.join(raw, name)):
+                continue
+            report = load_json(raw, name)
+            drift = report["drift"]
+            results[f"drift_{model}_{scheme}"] = report
+            rows.append(row(f"--quantize {scheme} drift from the unquantized model, "
+                            f"{LLAMA_CPP_MODEL_WORDS[model]}",
+                            f"top-1 agreement {drift['top1_agreement'] * 100:.1f} %",
+                            f"mean KL {drift['mean_kl']:.2g} nats (max {drift['max_kl']:.2g})",
+                            None, "", None, None,
+                            f"{drift['positions']} positions of {drift['prompts']} fixed "
+                            "pseudo-random prompts; random-weight checkpoint"))
     return rows
 
 

@@ -1,7 +1,18 @@
-// The few-row kernels over packed weights (quantized_linear.h says what they promise). Each
-// block's codes are decoded in registers to float32 weights, fma(q, s, m), and multiplied
-// with every input row of the chunk while there; the weight is read once per 8 (AVX-512) or
-// 4 (AVX2) input rows.
+// The few-row kernels over packed weights (quantized_linear.h says what they promise). A block
+// of group_size codes q with scale s and offset m contributes
+//   sum_c fma(q_c, s, m) x_c  =  s · (sum_c q_c x_c)  +  m · (sum_c x_c),
+// so the codes are only converted to float32 and multiplied with the inputs; the scale is
+// applied once per block and the offset once per block through the group sums of the inputs,
+// which QuantizedLinearKernel computes once per call. That leaves one conversion per weight,
+// shared by every input row of the chunk (the weight is read once per chunk of rows), and one
+// fma per weight and row.
+//
+// Every output of every row is computed in one fixed order, whatever the rows or tile it comes
+// in: per block, two vector partial dots (inputs alternating between them by 16 (AVX-512) or 8
+// (AVX2)), a scalar dot of the codes past the last full vector (int8 groups only), then
+//   acc = fma(d0 + d1, s, acc),  scalar = fma(tail, s, scalar),  scalar = fma(m, X_g, scalar);
+// y = lane sum of acc (fixed order) + scalar + bias. Two partial dots per block keep two fma
+// chains per output in flight; the tiles pick how many weight rows share each input row.
 #include "model/quantized_kernels.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
@@ -31,15 +42,10 @@ inline BlockHeader HeaderAt(const uint8_t* block) {
   return header;
 }
 
-// The scalar part of an 8-bit group whose size is not a multiple of the lanes: its last codes,
-// in order, into a float32 sum kept apart from the vector lanes (same order for every row).
-inline float ScalarTail8(const uint8_t* payload, BlockHeader h, const float* x, int64_t c,
-                         int64_t gs) {
+// The codes of an 8-bit group past its last full vector, times the inputs, summed in order.
+inline float ScalarTailDot8(const uint8_t* codes, const float* x, int64_t c, int64_t gs) {
   float sum = 0;
-  for (; c < gs; ++c) {
-    sum += __builtin_fmaf(static_cast<float>(static_cast<int8_t>(payload[c])), h.scale, h.offset) *
-           x[c];
-  }
+  for (; c < gs; ++c) sum = __builtin_fmaf(static_cast<float>(static_cast<int8_t>(codes[c])), x[c], sum);
   return sum;
 }
 
@@ -47,162 +53,231 @@ inline float ScalarTail8(const uint8_t* payload, BlockHeader h, const float* x, 
 
 template <int R, int T>
 __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile512(
-    const QuantOperands& op, const float* x, int64_t n, float* y) {
+    const QuantOperands& op, const float* x, const float* x_sums, int64_t n, float* y) {
   __m512 acc[T][R];
-  float tail[T][R];
+  float scalar[T][R];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       acc[t][r] = _mm512_setzero_ps();
-      tail[t][r] = 0;
+      scalar[t][r] = 0;
     }
   }
-  const int64_t in = op.in, gs = op.group_size;
+  const int64_t in = op.in, gs = op.group_size, groups = op.groups;
   const uint8_t* row[T];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    row[t] = op.w + (n + t) * op.groups * op.block_bytes;
+    row[t] = op.w + (n + t) * groups * op.block_bytes;
   }
   const __m512i nibble = _mm512_set1_epi32(0xF);
-  for (int64_t g = 0; g < op.groups; ++g) {
-    __m512 s[T], m[T];
+  for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* p[T];
-    BlockHeader h[T];
+    __m512 d0[T][R], d1[T][R];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      const uint8_t* block = row[t] + g * op.block_bytes;
-      h[t] = HeaderAt(block);
-      s[t] = _mm512_set1_ps(h[t].scale);
-      m[t] = _mm512_set1_ps(h[t].offset);
-      p[t] = block + kPackedBlockHeaderBytes;
+      p[t] = row[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+        d0[t][r] = _mm512_setzero_ps();
+        d1[t][r] = _mm512_setzero_ps();
+      }
     }
     const float* xg = x + g * gs;
+    int64_t c = 0;
     if (op.bits == 4) {
-      for (int64_t c = 0; c < gs; c += 32) {
+      for (; c < gs; c += 32) {
         __m512 lo[T], hi[T];
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
           const __m512i bytes = _mm512_cvtepu8_epi32(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c / 2)));
-          lo[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(bytes, nibble)), s[t], m[t]);
-          hi[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4)), s[t], m[t]);
+          lo[t] = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, nibble));
+          hi[t] = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
         }
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
           const __m512 x_lo = _mm512_loadu_ps(xg + r * in + c);
           const __m512 x_hi = _mm512_loadu_ps(xg + r * in + c + 16);
           _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-            acc[t][r] = _mm512_fmadd_ps(lo[t], x_lo, acc[t][r]);
-            acc[t][r] = _mm512_fmadd_ps(hi[t], x_hi, acc[t][r]);
+            d0[t][r] = _mm512_fmadd_ps(lo[t], x_lo, d0[t][r]);
+            d1[t][r] = _mm512_fmadd_ps(hi[t], x_hi, d1[t][r]);
           }
         }
       }
     } else {
-      int64_t c = 0;
-      for (; c + 16 <= gs; c += 16) {
-        __m512 wv[T];
+      for (; c + 32 <= gs; c += 32) {
+        __m512 w0[T], w1[T];
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-          const __m512i codes = _mm512_cvtepi8_epi32(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c)));
-          wv[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(codes), s[t], m[t]);
+          w0[t] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c))));
+          w1[t] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c + 16))));
         }
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-          const __m512 xv = _mm512_loadu_ps(xg + r * in + c);
+          const __m512 x0 = _mm512_loadu_ps(xg + r * in + c);
+          const __m512 x1 = _mm512_loadu_ps(xg + r * in + c + 16);
           _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-            acc[t][r] = _mm512_fmadd_ps(wv[t], xv, acc[t][r]);
+            d0[t][r] = _mm512_fmadd_ps(w0[t], x0, d0[t][r]);
+            d1[t][r] = _mm512_fmadd_ps(w1[t], x1, d1[t][r]);
           }
         }
       }
-      if (c < gs) {
+      if (c + 16 <= gs) {
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c))));
           _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-            tail[t][r] += ScalarTail8(p[t], h[t], xg + r * in, c, gs);
+            d0[t][r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xg + r * in + c), d0[t][r]);
           }
         }
+        c += 16;
+      }
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      const BlockHeader h = HeaderAt(p[t] - kPackedBlockHeaderBytes);
+      const __m512 s = _mm512_set1_ps(h.scale);
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+        acc[t][r] = _mm512_fmadd_ps(_mm512_add_ps(d0[t][r], d1[t][r]), s, acc[t][r]);
+        if (c < gs) {
+          scalar[t][r] = __builtin_fmaf(ScalarTailDot8(p[t], xg + r * in, c, gs), h.scale,
+                                        scalar[t][r]);
+        }
+        scalar[t][r] = __builtin_fmaf(h.offset, x_sums[r * groups + g], scalar[t][r]);
       }
     }
   }
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      y[r * op.out + n + t] = _mm512_reduce_add_ps(acc[t][r]) + tail[t][r] + bias;
+      y[r * op.out + n + t] = _mm512_reduce_add_ps(acc[t][r]) + scalar[t][r] + bias;
     }
   }
+}
+
+// Weight rows per tile for R input rows: enough independent fma chains at one row, the
+// accumulators (3 vectors per weight row and input row) within the 32 registers at more.
+template <int R>
+constexpr int WeightRowsPerTile512() {
+  return R == 1 ? 4 : R <= 4 ? 2 : 1;
 }
 
 template <int R>
 __attribute__((target("avx512f,avx512bw,fma"))) void Chunk512(const QuantOperands& op, int64_t r0,
                                                              int64_t n0, int64_t n1) {
+  constexpr int kT = WeightRowsPerTile512<R>();
   const float* x = op.x + r0 * op.in;
+  const float* x_sums = op.x_group_sums + r0 * op.groups;
   float* y = op.y + r0 * op.out;
   int64_t n = n0;
-  for (; n + 2 <= n1; n += 2) Tile512<R, 2>(op, x, n, y);
-  if (n < n1) Tile512<R, 1>(op, x, n, y);
+  for (; n + kT <= n1; n += kT) Tile512<R, kT>(op, x, x_sums, n, y);
+  for (; n < n1; ++n) Tile512<R, 1>(op, x, x_sums, n, y);
 }
 
-// ---- AVX2: one weight row x R input rows per tile, 8 lanes (16 vector registers).
+// ---- AVX2: T weight rows x R input rows per tile, 8 lanes (16 vector registers).
 
-template <int R>
+template <int R, int T>
 __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const QuantOperands& op,
-                                                                     const float* x, int64_t n,
-                                                                     float* y) {
-  __m256 acc[R];
-  float tail[R];
-  _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    tail[r] = 0;
+                                                                     const float* x,
+                                                                     const float* x_sums,
+                                                                     int64_t n, float* y) {
+  __m256 acc[T][R];
+  float scalar[T][R];
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      acc[t][r] = _mm256_setzero_ps();
+      scalar[t][r] = 0;
+    }
   }
-  const int64_t in = op.in, gs = op.group_size;
-  const uint8_t* row = op.w + n * op.groups * op.block_bytes;
+  const int64_t in = op.in, gs = op.group_size, groups = op.groups;
+  const uint8_t* row[T];
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    row[t] = op.w + (n + t) * groups * op.block_bytes;
+  }
   const __m256i nibble = _mm256_set1_epi32(0xF);
-  for (int64_t g = 0; g < op.groups; ++g) {
-    const uint8_t* block = row + g * op.block_bytes;
-    const BlockHeader h = HeaderAt(block);
-    const __m256 s = _mm256_set1_ps(h.scale), m = _mm256_set1_ps(h.offset);
-    const uint8_t* p = block + kPackedBlockHeaderBytes;
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* p[T];
+    __m256 d0[T][R], d1[T][R];
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      p[t] = row[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+        d0[t][r] = _mm256_setzero_ps();
+        d1[t][r] = _mm256_setzero_ps();
+      }
+    }
     const float* xg = x + g * gs;
+    int64_t c = 0;
     if (op.bits == 4) {
-      for (int64_t c = 0; c < gs; c += 32) {
+      for (; c < gs; c += 32) {
         // Bytes 0-7 hold inputs 0-7 (low nibbles) and 16-23 (high); bytes 8-15: 8-15, 24-31.
-        __m256 w[4];
-        for (int half = 0; half < 2; ++half) {
-          const __m256i bytes = _mm256_cvtepu8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c / 2 + 8 * half)));
-          w[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(bytes, nibble)), s, m);
-          w[2 + half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)), s, m);
+        // Inputs 0-7 and 16-23 go to d0, 8-15 and 24-31 to d1.
+        __m256 w[T][4];
+        _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          _Pragma("GCC unroll 2") for (int half = 0; half < 2; ++half) {
+            const __m256i bytes = _mm256_cvtepu8_epi32(
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[t] + c / 2 + 8 * half)));
+            w[t][half] = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, nibble));
+            w[t][2 + half] = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
+          }
         }
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
           const float* xr = xg + r * in + c;
-          acc[r] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(xr), acc[r]);
-          acc[r] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xr + 8), acc[r]);
-          acc[r] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xr + 16), acc[r]);
-          acc[r] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xr + 24), acc[r]);
+          _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+            d0[t][r] = _mm256_fmadd_ps(w[t][0], _mm256_loadu_ps(xr), d0[t][r]);
+            d1[t][r] = _mm256_fmadd_ps(w[t][1], _mm256_loadu_ps(xr + 8), d1[t][r]);
+            d0[t][r] = _mm256_fmadd_ps(w[t][2], _mm256_loadu_ps(xr + 16), d0[t][r]);
+            d1[t][r] = _mm256_fmadd_ps(w[t][3], _mm256_loadu_ps(xr + 24), d1[t][r]);
+          }
         }
       }
     } else {
-      int64_t c = 0;
-      for (; c + 8 <= gs; c += 8) {
-        const __m256i codes =
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c)));
-        const __m256 wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(codes), s, m);
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-          acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xg + r * in + c), acc[r]);
+      for (; c + 16 <= gs; c += 16) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          const __m256 w0 = _mm256_cvtepi32_ps(
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[t] + c))));
+          const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[t] + c + 8))));
+          _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+            d0[t][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xg + r * in + c), d0[t][r]);
+            d1[t][r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xg + r * in + c + 8), d1[t][r]);
+          }
         }
       }
-      if (c < gs) {
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-          tail[r] += ScalarTail8(p, h, xg + r * in, c, gs);
+      if (c + 8 <= gs) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          const __m256 w0 = _mm256_cvtepi32_ps(
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[t] + c))));
+          _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+            d0[t][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xg + r * in + c), d0[t][r]);
+          }
         }
+        c += 8;
+      }
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      const BlockHeader h = HeaderAt(p[t] - kPackedBlockHeaderBytes);
+      const __m256 s = _mm256_set1_ps(h.scale);
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+        acc[t][r] = _mm256_fmadd_ps(_mm256_add_ps(d0[t][r], d1[t][r]), s, acc[t][r]);
+        if (c < gs) {
+          scalar[t][r] = __builtin_fmaf(ScalarTailDot8(p[t], xg + r * in, c, gs), h.scale,
+                                        scalar[t][r]);
+        }
+        scalar[t][r] = __builtin_fmaf(h.offset, x_sums[r * groups + g], scalar[t][r]);
       }
     }
   }
-  const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
-  _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-    y[r * op.out + n] = HorizontalSum256(acc[r]) + tail[r] + bias;
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      y[r * op.out + n + t] = HorizontalSum256(acc[t][r]) + scalar[t][r] + bias;
+    }
   }
 }
 
 template <int R>
 __attribute__((target("avx2,fma"))) void Chunk256(const QuantOperands& op, int64_t r0, int64_t n0,
                                                   int64_t n1) {
+  constexpr int kT = R == 1 ? 2 : 1;
   const float* x = op.x + r0 * op.in;
+  const float* x_sums = op.x_group_sums + r0 * op.groups;
   float* y = op.y + r0 * op.out;
-  for (int64_t n = n0; n < n1; ++n) Tile256<R>(op, x, n, y);
+  int64_t n = n0;
+  for (; n + kT <= n1; n += kT) Tile256<R, kT>(op, x, x_sums, n, y);
+  for (; n < n1; ++n) Tile256<R, 1>(op, x, x_sums, n, y);
 }
 
 }  // namespace
@@ -223,12 +298,11 @@ void QuantizedRowsAvx512(const QuantOperands& op, int64_t n0, int64_t n1) {
 }
 
 void QuantizedRowsAvx2(const QuantOperands& op, int64_t n0, int64_t n1) {
-  for (int64_t r = 0; r < op.rows; r += 4) {
-    switch (std::min<int64_t>(4, op.rows - r)) {
+  for (int64_t r = 0; r < op.rows; r += 3) {
+    switch (std::min<int64_t>(3, op.rows - r)) {
       case 1: Chunk256<1>(op, r, n0, n1); break;
       case 2: Chunk256<2>(op, r, n0, n1); break;
-      case 3: Chunk256<3>(op, r, n0, n1); break;
-      default: Chunk256<4>(op, r, n0, n1); break;
+      default: Chunk256<3>(op, r, n0, n1); break;
     }
   }
 }

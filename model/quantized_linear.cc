@@ -94,7 +94,21 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
   at::Tensor y = at::empty({rows, layout.out}, flat.options());
   if (rows > 0) {
     const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
+    // Each group's inputs summed in order, once per row (the offsets' share of the product;
+    // quantized_kernels.cc): the same sums for a row alone or in any batch.
+    const int64_t groups = layout.groups();
+    std::vector<float> group_sums(static_cast<size_t>(rows * groups));
+    const float* xs = flat.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* xg = xs + r * layout.in + g * layout.group_size;
+        float sum = 0;
+        for (int64_t c = 0; c < layout.group_size; ++c) sum += xg[c];
+        group_sums[static_cast<size_t>(r * groups + g)] = sum;
+      }
+    }
     const QuantOperands op{flat.data_ptr<float>(),
+                           group_sums.data(),
                            static_cast<const uint8_t*>(weight.data_ptr()),
                            bias32.defined() ? bias32.data_ptr<float>() : nullptr,
                            y.data_ptr<float>(),
@@ -103,7 +117,7 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
                            layout.out,
                            layout.bits,
                            layout.group_size,
-                           layout.groups(),
+                           groups,
                            layout.block_bytes()};
     // Tasks split the outputs at fixed boundaries: every output is computed the same way
     // whatever the thread count.

@@ -4,10 +4,11 @@
 // weight); more rows (prompt chunks) dequantize one weight at a time into a per-thread scratch
 // buffer that is reused, then run ATen's GEMM in the compute dtype.
 //
-// The kernels compute each product as fma(q, s, m) · x in float32 — exactly the weight
-// loader::DequantizeLinearWeight gives — accumulated in float32 in one fixed order per
-// output (16 or 8 lanes, then a fixed lane sum), so a row's result does not depend on the
-// other rows of the call: batch invariance, as for the float kernels.
+// The kernels compute each block as s · (q · x) + m · (sum of x) in float32 — the weight
+// loader::DequantizeLinearWeight gives, fma(q, s, m), factored so a weight costs one
+// conversion and one fma per row (quantized_kernels.cc) — in one fixed order per output
+// (16 or 8 lanes, then a fixed lane sum), so a row's result does not depend on the other rows
+// of the call: batch invariance, as for the float kernels.
 //   kAvx512: 16 lanes (AVX-512F, BW);   kAvx2: 8 lanes (AVX2 + FMA).
 #pragma once
 

@@ -7,13 +7,17 @@
 #
 #   llama_cpp.sh build BUILD_DIR            -> prints the llama-bench path
 #   llama_cpp.sh gguf BUILD_DIR CHECKPOINT OUT.gguf [F32|BF16]
+#   llama_cpp.sh quantize BUILD_DIR IN.gguf OUT.gguf Q8_0|Q4_0
 #   llama_cpp.sh bench BUILD_DIR MODEL.gguf THREADS PROMPT NEW REPS OUT.json
 #
-# `bench` runs `llama-bench -t THREADS -p PROMPT -n NEW -r REPS -o json` and writes its JSON.
+# `quantize` runs `llama-quantize IN OUT TYPE` with its defaults, as llama.cpp users make their
+# Q8_0 / Q4_0 files (token_embd takes TYPE; output.weight stays Q8_0 under Q8_0 and becomes
+# Q6_K under Q4_0). `bench` runs `llama-bench -t THREADS -p PROMPT -n NEW -r REPS -o json` and
+# writes its JSON.
 set -euo pipefail
 
 VERSION=3.22.1  # node-llama-cpp; its gitRelease.bundle is llama.cpp v0.5.0
-cmd=${1:?usage: llama_cpp.sh build|gguf|bench BUILD_DIR ...}
+cmd=${1:?usage: llama_cpp.sh build|gguf|quantize|bench BUILD_DIR ...}
 build_dir=${2:?BUILD_DIR}
 root="$build_dir/llama.cpp"
 
@@ -57,11 +61,21 @@ case "$cmd" in
     /usr/bin/python3 "$here/write_gguf.py" "$checkpoint" "$out" --gguf-py "$root/src/gguf-py" \
       ${dtype:+--dtype "$dtype"}
     ;;
+  quantize)
+    bench=$(build)
+    in=${3:?IN.gguf}; out=${4:?OUT.gguf}; type=${5:?Q8_0|Q4_0}
+    case "$type" in Q8_0|Q4_0) ;; *) echo "llama_cpp.sh quantize: type '$type' is not Q8_0 or Q4_0" >&2; exit 2 ;; esac
+    # Written under a temporary name and renamed, so a stopped run leaves no partial file
+    # that a later run would take for a finished one.
+    "$(dirname "$bench")/llama-quantize" "$in" "$out.partial" "$type" "${JOBS:-2}" \
+      >"$out.log" 2>&1 || { tail -20 "$out.log" >&2; rm -f "$out.partial"; exit 1; }
+    mv "$out.partial" "$out"
+    ;;
   bench)
     bench=$(build)
     model=${3:?MODEL.gguf}; threads=${4:?THREADS}; prompt=${5:?PROMPT}; new=${6:?NEW}
     reps=${7:?REPS}; out=${8:?OUT.json}
     "$bench" -m "$model" -t "$threads" -p "$prompt" -n "$new" -r "$reps" -o json >"$out"
     ;;
-  *) echo "llama_cpp.sh: unknown command '$cmd' (build, gguf, bench)" >&2; exit 2 ;;
+  *) echo "llama_cpp.sh: unknown command '$cmd' (build, gguf, quantize, bench)" >&2; exit 2 ;;
 esac

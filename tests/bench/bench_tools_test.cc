@@ -169,6 +169,51 @@ TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
   }
 }
 
+TEST_F(BenchTools, DriftComparesTheQuantizedModelWithTheUnquantizedOne) {
+  double kl[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const char* scheme = i == 0 ? "int8" : "int4";
+    SCOPED_TRACE(scheme);
+    const nlohmann::json report = Json(absl::StrCat(PLACER_BENCH_MODEL_PATH, " drift ",
+                                                    dir_->string(), " --threads 1 --quantize ",
+                                                    scheme, " --prompts 3 --tokens 5",
+                                                    // the tiny preset's 352 inputs of down_proj
+                                                    i == 0 ? "" : " --quantize-group-size 32"));
+    if (report.is_discarded()) return;
+    EXPECT_EQ(report["quantize"], scheme);
+    const nlohmann::json& drift = report["drift"];
+    EXPECT_EQ(drift["positions"], 15);
+    ASSERT_EQ(drift["per_prompt"].size(), 3u);
+    const double agreement = drift["top1_agreement"].get<double>();
+    EXPECT_GE(agreement, 0.0);
+    EXPECT_LE(agreement, 1.0);
+    kl[i] = drift["mean_kl"].get<double>();
+    // The quantized weights differ from the float ones, so the distributions do too.
+    EXPECT_GT(kl[i], 0.0);
+    EXPECT_GE(drift["max_kl"].get<double>(), kl[i]);
+  }
+  // 16 levels per group against 255 per channel: int4 moves the distributions further.
+  EXPECT_GT(kl[1], kl[0]);
+  const CommandResult unquantized = RunCommand(absl::StrCat(
+      PLACER_BENCH_MODEL_PATH, " drift ", dir_->string(), " --threads 1 --quantize none"));
+  EXPECT_EQ(unquantized.exit_code, 1);
+  EXPECT_NE(unquantized.output.find("--quantize int8|int4 is required"), std::string::npos)
+      << unquantized.output;
+}
+
+TEST_F(BenchTools, DecodeCountsTheQuantizedWeightsReadPerTokenInTheirPackedBytes) {
+  const nlohmann::json plain = Json(Decode("cpu"));
+  const nlohmann::json packed = Json(Decode("cpu", "--quantize int4 --quantize-group-size 32"));
+  if (plain.is_discarded() || packed.is_discarded()) return;
+  // The tiny preset's 4 layers: q, o [128, 128], k, v [64, 128], gate, up [352, 128],
+  // down [128, 352], F32; int4 in groups of 32 packs 32 inputs in 8 + 16 bytes.
+  const int64_t outputs_times_inputs = 2 * 128 * 128 + 2 * 64 * 128 + 3 * 352 * 128;
+  const int64_t f32_bytes = 4 * outputs_times_inputs * 4;
+  const int64_t packed_bytes = 4 * outputs_times_inputs / 32 * (8 + 16);
+  EXPECT_EQ(packed["decode_read_bytes_per_token"].get<int64_t>(),
+            plain["decode_read_bytes_per_token"].get<int64_t>() - f32_bytes + packed_bytes);
+}
+
 TEST_F(BenchTools, BadArgumentsAreNamed) {
   CommandResult result = RunCommand(Decode("sideways"));
   EXPECT_EQ(result.exit_code, 1);

@@ -105,6 +105,36 @@ TEST(QuantizedLinear, ARowIsTheSameAloneAndInAnyBatch) {
   }
 }
 
+TEST(QuantizedLinear, ARowIsTheSameInEveryTileShape) {
+  // The kernels tile 1 to 8 rows (AVX-512) or 1 to 3 (AVX2) against 1, 2 or 4 weight rows,
+  // with weight-row tails at the end of each task, int8 groups ending in a 16- or 8-lane
+  // piece and scalar codes, int4 groups of 32 and 128: every batch size 1-9 gives each row
+  // the bits it gets alone.
+  const Shape shapes[] = {{8, 67, 120, 40}, {8, 131, 89, 89}, {4, 67, 256, 128}, {4, 69, 96, 32}};
+  for (QuantIsa isa : RunnableQuantIsas()) {
+    for (const Shape& shape : shapes) {
+      SCOPED_TRACE(testing::Message() << QuantIsaName(isa) << " bits " << shape.bits << " out "
+                                      << shape.out << " in " << shape.in << " group "
+                                      << shape.group);
+      const at::Tensor packed = Pack(shape.bits, shape.out, shape.in, shape.group, 21);
+      const at::Tensor x = Random({9, shape.in}, 22);
+      const at::Tensor bias = Random({shape.out}, 23);
+      std::vector<at::Tensor> alone;
+      for (int64_t r = 0; r < 9; ++r) {
+        alone.push_back(QuantizedLinearKernel(x.narrow(0, r, 1), packed, bias, isa)[0]);
+      }
+      for (int64_t batch = 2; batch <= 9; ++batch) {
+        const at::Tensor y = QuantizedLinearKernel(x.narrow(0, 0, batch), packed, bias, isa);
+        for (int64_t r = 0; r < batch; ++r) {
+          EXPECT_TRUE(at::equal(y[r], alone[static_cast<size_t>(r)]))
+              << "row " << r << " of " << batch;
+        }
+      }
+      ExpectMatchesFloat64(QuantizedLinearKernel(x, packed, bias, isa), x, packed, bias, 1e-6);
+    }
+  }
+}
+
 TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
   // F32 and BF16 rows both (BF16 dequantizes into a BF16 buffer).
   for (int bits : {8, 4}) {
