@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "loader/quantized_layout.h"
+#include "model/keep_in_register.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -90,8 +91,10 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
           hi[t] = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
         }
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-          const __m512 x_lo = _mm512_loadu_ps(xg + r * in + c);
-          const __m512 x_hi = _mm512_loadu_ps(xg + r * in + c + 16);
+          __m512 x_lo = _mm512_loadu_ps(xg + r * in + c);
+          __m512 x_hi = _mm512_loadu_ps(xg + r * in + c + 16);
+          KeepInRegister(x_lo);  // loaded once for the tile's T weight rows (keep_in_register.h)
+          KeepInRegister(x_hi);
           _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
             d0[t][r] = _mm512_fmadd_ps(lo[t], x_lo, d0[t][r]);
             d1[t][r] = _mm512_fmadd_ps(hi[t], x_hi, d1[t][r]);
@@ -108,8 +111,10 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c + 16))));
         }
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-          const __m512 x0 = _mm512_loadu_ps(xg + r * in + c);
-          const __m512 x1 = _mm512_loadu_ps(xg + r * in + c + 16);
+          __m512 x0 = _mm512_loadu_ps(xg + r * in + c);
+          __m512 x1 = _mm512_loadu_ps(xg + r * in + c + 16);
+          KeepInRegister(x0);  // loaded once for the tile's T weight rows (keep_in_register.h)
+          KeepInRegister(x1);
           _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
             d0[t][r] = _mm512_fmadd_ps(w0[t], x0, d0[t][r]);
             d1[t][r] = _mm512_fmadd_ps(w1[t], x1, d1[t][r]);
