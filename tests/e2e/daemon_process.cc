@@ -13,26 +13,58 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
 namespace placer::testing {
 
-int FreeLoopbackPort() {
+namespace {
+
+// True when nothing on this machine holds `port` on loopback right now.
+bool CanBindLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    throw std::runtime_error("cannot bind an ephemeral loopback port");
-  }
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   close(fd);
-  return ntohs(address.sin_port);
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range (what outgoing connections are given).
+int EphemeralRangeStart() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return range >> low && low > 11000 ? low : 32768;
+}
+
+}  // namespace
+
+// Ports come from below the ephemeral range: a port the kernel hands out as ephemeral can be
+// handed out again at once, to any process's outgoing connection (the gRPC clients of tests
+// running beside this one), between our check and the daemon's bind; one did, and a stage's
+// metrics server could not listen. Below the range only another test's choice can collide,
+// and each process never hands out the same port twice.
+int FreeLoopbackPort() {
+  static std::mutex mutex;
+  static std::set<int> handed_out;
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::uniform_int_distribution<int> below_ephemeral(10000, EphemeralRangeStart() - 1);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = below_ephemeral(random);
+    if (handed_out.count(port) == 0 && CanBindLoopback(port)) {
+      handed_out.insert(port);
+      return port;
+    }
+  }
+  throw std::runtime_error("no free loopback port below the ephemeral range");
 }
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

@@ -12,7 +12,8 @@
 
 namespace placer::testing {
 
-// A port nobody listens on right now (bound and released; a tiny race is accepted).
+// A port nobody listens on right now, below the kernel's ephemeral range (bound and released;
+// only another test choosing the same port at once can take it).
 int FreeLoopbackPort();
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);

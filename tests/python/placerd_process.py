@@ -7,6 +7,7 @@ ctest passes the binaries in PLACERD_PATH and PLACER_MAKE_CHECKPOINT_PATH.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import tempfile
@@ -25,10 +26,19 @@ _DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL"]
 
 
 def free_loopback_port() -> int:
-    """A port nobody listens on right now (bound and released; a tiny race is accepted)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port nobody listens on right now, below the kernel's ephemeral range: a port from the
+    range can be handed to any outgoing connection before placerd binds it (as
+    tests/e2e/daemon_process.h explains)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+        low = int(ports.read().split()[0])
+    while True:
+        port = random.randint(10000, max(10001, low - 1))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def make_checkpoint(directory: str, seed: int = 1) -> str:

@@ -13,7 +13,22 @@ trap cleanup EXIT
 mkdir -p "$work/build"
 ln -s "$placerd" "$work/build/placerd"
 ln -s "$make_checkpoint" "$work/build/placer-make-checkpoint"
-port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free port below the ephemeral range (one from the range can be handed to any outgoing
+# connection before placerd binds it; tests/e2e/daemon_process.h).
+port() {
+  /usr/bin/python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    port = random.randint(10000, low - 1)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break'
+}
 
 # serve [ENV...]: start scripts/serve.sh in the background, wait for SERVING, write its
 # ModelInfo to $work/info.json (not a $(...) subshell: `server` must stay set here).
