@@ -50,6 +50,16 @@ inline float ScalarTailDot8(const uint8_t* codes, const float* x, int64_t c, int
   return sum;
 }
 
+// The weight row whose bytes a tile starting at `row` prefetches: kTilesAhead tiles of T rows
+// further on, or its own row near the end (a prefetch never faults, but the pointer must stay
+// inside the weight).
+constexpr int64_t kTilesAhead = 4;
+
+inline int64_t AheadRow(const QuantOperands& op, int64_t row, int tile_rows) {
+  const int64_t ahead = row + kTilesAhead * tile_rows;
+  return ahead < op.out ? ahead : row;
+}
+
 // ---- AVX-512: T weight rows x R input rows per tile, 16 lanes.
 
 template <int R, int T>
@@ -65,15 +75,19 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
   }
   const int64_t in = op.in, gs = op.group_size, groups = op.groups;
   const uint8_t* row[T];
+  const uint8_t* ahead[T];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     row[t] = op.w + (n + t) * groups * op.block_bytes;
+    ahead[t] = op.w + AheadRow(op, n + t, T) * groups * op.block_bytes;
   }
   const __m512i nibble = _mm512_set1_epi32(0xF);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* p[T];
+    const uint8_t* pa[T];
     __m512 d0[T][R], d1[T][R];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       p[t] = row[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
+      pa[t] = ahead[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
       _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
         d0[t][r] = _mm512_setzero_ps();
         d1[t][r] = _mm512_setzero_ps();
@@ -85,6 +99,7 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
       for (; c < gs; c += 32) {
         __m512 lo[T], hi[T];
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          _mm_prefetch(reinterpret_cast<const char*>(pa[t] + c / 2), _MM_HINT_T0);
           const __m512i bytes = _mm512_cvtepu8_epi32(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c / 2)));
           lo[t] = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, nibble));
@@ -105,6 +120,7 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
       for (; c + 32 <= gs; c += 32) {
         __m512 w0[T], w1[T];
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          _mm_prefetch(reinterpret_cast<const char*>(pa[t] + c), _MM_HINT_T0);
           w0[t] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c))));
           w1[t] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
@@ -189,15 +205,19 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Qua
   }
   const int64_t in = op.in, gs = op.group_size, groups = op.groups;
   const uint8_t* row[T];
+  const uint8_t* ahead[T];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     row[t] = op.w + (n + t) * groups * op.block_bytes;
+    ahead[t] = op.w + AheadRow(op, n + t, T) * groups * op.block_bytes;
   }
   const __m256i nibble = _mm256_set1_epi32(0xF);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* p[T];
+    const uint8_t* pa[T];
     __m256 d0[T][R], d1[T][R];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       p[t] = row[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
+      pa[t] = ahead[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
       _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
         d0[t][r] = _mm256_setzero_ps();
         d1[t][r] = _mm256_setzero_ps();
@@ -211,6 +231,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Qua
         // Inputs 0-7 and 16-23 go to d0, 8-15 and 24-31 to d1.
         __m256 w[T][4];
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          _mm_prefetch(reinterpret_cast<const char*>(pa[t] + c / 2), _MM_HINT_T0);
           _Pragma("GCC unroll 2") for (int half = 0; half < 2; ++half) {
             const __m256i bytes = _mm256_cvtepu8_epi32(
                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[t] + c / 2 + 8 * half)));
@@ -231,6 +252,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Qua
     } else {
       for (; c + 16 <= gs; c += 16) {
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+          _mm_prefetch(reinterpret_cast<const char*>(pa[t] + c), _MM_HINT_T0);
           const __m256 w0 = _mm256_cvtepi32_ps(
               _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[t] + c))));
           const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
