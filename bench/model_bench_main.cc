@@ -25,6 +25,8 @@
 #include "bench/small_batch_products.h"
 #include "loader/checkpoint.h"
 #include "loader/quantized_layout.h"
+#include "placement/checkpoint_tensors.h"
+#include "placement/model_module_tree.h"
 #include "model/causal_lm.h"
 #include "base/openblas_core.h"
 #include "base/status_macros.h"
@@ -40,6 +42,7 @@ struct ModelArgs {
   std::string offload_dir;
   std::string quantize = "none";  // --quantize, as placerd's
   int64_t quantize_group_size = 0;
+  std::string dtype = "auto";  // --dtype, as placerd's (F16 computes as BF16 on the CPU)
 };
 
 struct LoadedModel {
@@ -48,6 +51,7 @@ struct LoadedModel {
   double load_seconds = 0;
   int64_t weight_bytes = 0;             // every tensor of the checkpoint
   int64_t decode_read_bytes = 0;  // weights one decode step reads (one embedding row; packed)
+  loader::DType compute_dtype = loader::DType::kF32;
 };
 
 // --quantize packs the decoder layers' linear weights (the Llama family's names; bench/run
@@ -66,6 +70,22 @@ bool IsLlamaLayerLinearWeight(const std::string& name) {
   return false;
 }
 
+// placerd's --dtype: `auto` is the dtype the checkpoint stores (placement::CheckpointDType),
+// F16 computing as BF16 on the CPU, so that the bench runs what the daemon would.
+absl::StatusOr<loader::DType> ComputeDtype(const std::string& flag, const std::string& dir) {
+  if (flag != "auto") {
+    absl::StatusOr<loader::DType> dtype = loader::ParseTorchDTypeName(flag);
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--dtype '", flag, "': ", dtype.status().message()));
+    }
+    return *dtype;
+  }
+  PLACER_ASSIGN_OR_RETURN(const placement::CheckpointSummary summary,
+                          placement::ReadCheckpointSummary(dir));
+  const loader::DType stored = placement::CheckpointDType(summary.config, summary.tensors);
+  return stored == loader::DType::kF16 ? loader::DType::kBF16 : stored;
+}
+
 absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   model::SetComputeThreads(args.threads);
   const Clock::time_point start = Clock::now();
@@ -75,16 +95,25 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
                           LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir));
   PLACER_ASSIGN_OR_RETURN(plan.quantize,
                           loader::ParseQuantizeOptions(args.quantize, args.quantize_group_size));
+  PLACER_ASSIGN_OR_RETURN(const loader::DType compute_dtype, ComputeDtype(args.dtype, args.dir));
   LoadedModel loaded;
   loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
       std::vector<std::string>{"cuda:0", "cpu", "disk"});
-  auto model = model::LoadCausalLm(checkpoint, {plan, loaded.accounting});
+  model::ModelRuntime runtime;
+  runtime.plan = plan;
+  runtime.accounting = loaded.accounting;
+  runtime.compute_dtype = compute_dtype;
+  loaded.compute_dtype = compute_dtype;
+  auto model = model::LoadCausalLm(checkpoint, runtime);
   if (!model.ok()) return model.status();
   loaded.model = *std::move(model);
   loaded.load_seconds = Seconds(start, Clock::now());
   for (const auto& [name, info] : checkpoint->tensors()) {
-    const auto bytes = static_cast<int64_t>(info.nbytes());
-    loaded.weight_bytes += bytes;
+    loaded.weight_bytes += static_cast<int64_t>(info.nbytes());
+    // Float weights are read in the compute dtype they were bound in.
+    const auto bytes = static_cast<int64_t>(
+        loader::IsFloatingDType(info.dtype) ? info.num_elements * loader::DTypeSize(compute_dtype)
+                                            : info.nbytes());
     const bool embedding = name == "model.embed_tokens.weight" || name == "transformer.wte.weight" ||
                            name == "transformer.wpe.weight";
     // A tied head reads the whole embedding matrix anyway; an untied one reads one row of it.
@@ -132,6 +161,7 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
           {"weight_bytes", loaded.weight_bytes},
           {"decode_read_bytes_per_token", loaded.decode_read_bytes},
           {"quantize", args.quantize},
+          {"compute_dtype", std::string(loader::DTypeName(loaded.compute_dtype))},
           // What the weights take where they were bound (packed under --quantize).
           {"bound_weight_bytes", [&] {
              uint64_t bytes = 0;
@@ -289,6 +319,7 @@ int main(int argc, char** argv) {
   decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
   decode->add_option("--quantize", args.quantize, "none, int8 or int4, as placerd's");
   decode->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
+  decode->add_option("--dtype", args.dtype, "auto (the checkpoint's), F32 or BF16, as placerd's");
   decode->add_option("--offload-dir", args.offload_dir, "for disk tensors needing conversion");
   decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
   decode->add_option("--new-tokens", new_tokens)->check(CLI::Range(2, 100000));
@@ -305,6 +336,7 @@ int main(int argc, char** argv) {
   add_model(drift);
   drift->add_option("--quantize", args.quantize, "int8 or int4, as placerd's")->required();
   drift->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
+  drift->add_option("--dtype", args.dtype, "auto (the checkpoint's), F32 or BF16, as placerd's");
   drift->add_option("--prompts", prompts)->check(CLI::Range(1, 10000));
   drift->add_option("--tokens", drift_tokens, "ids per prompt")->check(CLI::Range(1, 100000));
   CLI::App* bandwidth = app.add_subcommand("bandwidth", "host copy / read bandwidth");

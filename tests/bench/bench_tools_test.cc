@@ -214,6 +214,21 @@ TEST_F(BenchTools, DecodeCountsTheQuantizedWeightsReadPerTokenInTheirPackedBytes
             plain["decode_read_bytes_per_token"].get<int64_t>() - f32_bytes + packed_bytes);
 }
 
+TEST_F(BenchTools, DecodeComputesInTheDtypeThatPlacerdWouldAndCountsItsBytes) {
+  // --dtype auto on this F32 checkpoint is F32; BF16 binds every float weight in 2 bytes.
+  const nlohmann::json automatic = Json(Decode("cpu"));
+  const nlohmann::json bf16 = Json(Decode("cpu", "--dtype BF16"));
+  if (automatic.is_discarded() || bf16.is_discarded()) return;
+  EXPECT_EQ(automatic["compute_dtype"], "F32");
+  EXPECT_EQ(bf16["compute_dtype"], "BF16");
+  EXPECT_EQ(bf16["decode_read_bytes_per_token"].get<int64_t>() * 2,
+            automatic["decode_read_bytes_per_token"].get<int64_t>());
+  EXPECT_EQ(bf16["runs"][0]["tokens"].size(), 6u);
+  const CommandResult bad = RunCommand(Decode("cpu", "--dtype F8"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("--dtype 'F8'"), std::string::npos) << bad.output;
+}
+
 TEST_F(BenchTools, BadArgumentsAreNamed) {
   CommandResult result = RunCommand(Decode("sideways"));
   EXPECT_EQ(result.exit_code, 1);
