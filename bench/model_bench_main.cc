@@ -42,6 +42,7 @@ struct ModelArgs {
   std::string offload_dir;
   std::string quantize = "none";  // --quantize, as placerd's
   int64_t quantize_group_size = 0;
+  std::string quantize_lm_head = "none";
   std::string dtype = "auto";  // --dtype, as placerd's (F16 computes as BF16 on the CPU)
 };
 
@@ -94,7 +95,8 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
   PLACER_ASSIGN_OR_RETURN(auto plan,
                           LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir));
   PLACER_ASSIGN_OR_RETURN(plan.quantize,
-                          loader::ParseQuantizeOptions(args.quantize, args.quantize_group_size));
+                          loader::ParseQuantizeOptions(args.quantize, args.quantize_group_size,
+                                                       args.quantize_lm_head));
   PLACER_ASSIGN_OR_RETURN(const loader::DType compute_dtype, ComputeDtype(args.dtype, args.dir));
   LoadedModel loaded;
   loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
@@ -118,10 +120,13 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
                            name == "transformer.wpe.weight";
     // A tied head reads the whole embedding matrix anyway; an untied one reads one row of it.
     const bool reads_whole = !embedding || (config.tie_word_embeddings && name != "transformer.wpe.weight");
-    if (plan.quantize.enabled() && IsLlamaLayerLinearWeight(name) && info.shape.size() == 2) {
+    const bool packed_head = plan.quantize.quantizes_lm_head() && name == "lm_head.weight";
+    if (((plan.quantize.enabled() && IsLlamaLayerLinearWeight(name)) || packed_head) &&
+        info.shape.size() == 2) {
       PLACER_ASSIGN_OR_RETURN(
           const loader::PackedLayout layout,
-          loader::PackedLayoutFor(plan.quantize, info.shape[0], info.shape[1], name));
+          loader::PackedLayoutFor(packed_head ? plan.quantize.LmHead() : plan.quantize,
+                                  info.shape[0], info.shape[1], name));
       loaded.decode_read_bytes += static_cast<int64_t>(layout.bytes());
       continue;
     }
@@ -161,6 +166,7 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
           {"weight_bytes", loaded.weight_bytes},
           {"decode_read_bytes_per_token", loaded.decode_read_bytes},
           {"quantize", args.quantize},
+          {"quantize_lm_head", args.quantize_lm_head},
           {"compute_dtype", std::string(loader::DTypeName(loaded.compute_dtype))},
           // What the weights take where they were bound (packed under --quantize).
           {"bound_weight_bytes", [&] {
@@ -279,6 +285,7 @@ absl::StatusOr<nlohmann::json> Drift(const ModelArgs& args, int prompts, int tok
   ModelArgs reference_args = args;
   reference_args.quantize = "none";
   reference_args.quantize_group_size = 0;
+  reference_args.quantize_lm_head = "none";
   PLACER_ASSIGN_OR_RETURN(auto reference, Load(reference_args));
   PLACER_ASSIGN_OR_RETURN(auto quantized, Load(args));
   PLACER_ASSIGN_OR_RETURN(nlohmann::json drift,
@@ -319,6 +326,7 @@ int main(int argc, char** argv) {
   decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
   decode->add_option("--quantize", args.quantize, "none, int8 or int4, as placerd's");
   decode->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
+  decode->add_option("--quantize-lm-head", args.quantize_lm_head, "none, int8 or int4, as placerd's");
   decode->add_option("--dtype", args.dtype, "auto (the checkpoint's), F32 or BF16, as placerd's");
   decode->add_option("--offload-dir", args.offload_dir, "for disk tensors needing conversion");
   decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
@@ -336,6 +344,7 @@ int main(int argc, char** argv) {
   add_model(drift);
   drift->add_option("--quantize", args.quantize, "int8 or int4, as placerd's")->required();
   drift->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
+  drift->add_option("--quantize-lm-head", args.quantize_lm_head, "none, int8 or int4, as placerd's");
   drift->add_option("--dtype", args.dtype, "auto (the checkpoint's), F32 or BF16, as placerd's");
   drift->add_option("--prompts", prompts)->check(CLI::Range(1, 10000));
   drift->add_option("--tokens", drift_tokens, "ids per prompt")->check(CLI::Range(1, 100000));

@@ -224,12 +224,12 @@ def llama_cpp_rows(raw, prompt, results):
                                              "prefill_tokens_per_second": peer_prefill}
         words = LLAMA_CPP_MODEL_WORDS[model]
         if peer_type:
-            what = f"placer gRPC --quantize {label} vs llama.cpp {peer_type}"
+            what = f"placer gRPC --quantize {label} --quantize-lm-head int8 vs llama.cpp {peer_type}"
             peer_words = f"llama.cpp {peer_type}"
             prefill_goal = QUANT_PREFILL_GOAL
             note = (f"llama-quantize defaults: its token_embd is {peer_type} and its output "
-                    f"{'Q8_0' if label == 'int8' else 'Q6_K'}; placer keeps embeddings and "
-                    f"lm_head unquantized ({'F32' if model == 'small' else 'BF16'})")
+                    f"{'Q8_0' if label == 'int8' else 'Q6_K'}; placer's lm_head is int8 (one "
+                    f"scale per output), its embeddings {'F32' if model == 'small' else 'BF16'}")
         else:
             what = "placer gRPC vs llama.cpp"
             peer_words = "llama.cpp"
@@ -250,8 +250,8 @@ def llama_cpp_rows(raw, prompt, results):
 
 def packed_floor_rows(raw, results):
     """The quantized 1.1B model against the read-bandwidth floor of the bytes one decode step
-    reads (placer-bench-model's decode_read_bytes_per_token: the packed linear weights, the
-    unquantized lm_head and norms, one embedding row), at the best read bandwidth measured in
+    reads (placer-bench-model's decode_read_bytes_per_token: the packed linear weights and
+    lm_head, the norms, one embedding row), at the best read bandwidth measured in
     the section (one measurement at its start, one before each of these runs)."""
     rows = []
     for label in LLAMA_CPP_QUANT_PEERS:
@@ -291,7 +291,7 @@ def drift_rows(raw, results):
             report = load_json(raw, name)
             drift = report["drift"]
             results[f"drift_{model}_{scheme}"] = report
-            rows.append(row(f"--quantize {scheme} drift from the unquantized model, "
+            rows.append(row(f"--quantize {scheme} --quantize-lm-head int8 drift from the unquantized model, "
                             f"{LLAMA_CPP_MODEL_WORDS[model]}",
                             f"top-1 agreement {drift['top1_agreement'] * 100:.1f} %",
                             f"mean KL {drift['mean_kl']:.2g} nats (max {drift['max_kl']:.2g})",

@@ -4,8 +4,10 @@
 
 namespace placer::loader {
 
-absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
-                                                     std::int64_t group_size) {
+namespace {
+
+absl::StatusOr<QuantizeOptions> ParseLayerOptions(absl::string_view scheme,
+                                                  std::int64_t group_size) {
   QuantizeOptions options;
   if (scheme.empty() || scheme == "none") {
     if (group_size != 0) {
@@ -36,7 +38,32 @@ absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
       absl::StrCat("--quantize '", scheme, "': expected none, int8 or int4"));
 }
 
-std::string DescribeQuantizeOptions(const QuantizeOptions& options) {
+}  // namespace
+
+absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
+                                                     std::int64_t group_size,
+                                                     absl::string_view lm_head) {
+  absl::StatusOr<QuantizeOptions> options = ParseLayerOptions(scheme, group_size);
+  if (!options.ok() || lm_head.empty() || lm_head == "none") return options;
+  if (lm_head == "int8") {
+    options->lm_head = QuantScheme::kInt8;
+  } else if (lm_head == "int4") {
+    options->lm_head = QuantScheme::kInt4;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantize-lm-head '", lm_head, "': expected none, int8 or int4"));
+  }
+  if (!options->enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantize-lm-head ", lm_head, " needs --quantize int8 or int4 (the layers are packed "
+        "first; the head is the largest single weight but not the only one)"));
+  }
+  return options;
+}
+
+namespace {
+
+std::string DescribeScheme(const QuantizeOptions& options) {
   switch (options.scheme) {
     case QuantScheme::kNone: return "none";
     case QuantScheme::kInt8:
@@ -45,6 +72,13 @@ std::string DescribeQuantizeOptions(const QuantizeOptions& options) {
     case QuantScheme::kInt4: return absl::StrCat("int4 (groups of ", options.group_size, ")");
   }
   return "none";
+}
+
+}  // namespace
+
+std::string DescribeQuantizeOptions(const QuantizeOptions& options) {
+  if (!options.quantizes_lm_head()) return DescribeScheme(options);
+  return absl::StrCat(DescribeScheme(options), "; lm_head ", DescribeScheme(options.LmHead()));
 }
 
 absl::Status ValidatePackedLayout(const PackedLayout& layout, absl::string_view what) {

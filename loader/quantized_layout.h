@@ -25,22 +25,34 @@
 namespace placer::loader {
 
 // --quantize: which weights it covers is the architecture description's (decoder-layer
-// linear weights, TensorDescription::linear); embeddings, norms, biases and lm_head keep the
-// compute dtype.
+// linear weights, TensorDescription::linear; the lm_head's weight, TensorDescription::lm_head,
+// only under --quantize-lm-head); embeddings, norms and biases keep the compute dtype.
 enum class QuantScheme { kNone, kInt8, kInt4 };
 
 struct QuantizeOptions {
   QuantScheme scheme = QuantScheme::kNone;
   // Inputs per scale: int4 32 or 128 (the default); int8 0 = one scale per output channel.
   std::int64_t group_size = 0;
+  // --quantize-lm-head: the lm_head's scheme, at its default grouping (int8: one scale per
+  // output channel; int4: groups of 128), so that the head can stay finer than the layers
+  // (llama.cpp's Q4_0 keeps its output at Q6_K). Never set without `scheme`.
+  QuantScheme lm_head = QuantScheme::kNone;
 
   bool enabled() const { return scheme != QuantScheme::kNone; }
+  bool quantizes_lm_head() const { return lm_head != QuantScheme::kNone; }
+  // The options the lm_head's weight is packed with.
+  QuantizeOptions LmHead() const {
+    return {lm_head, lm_head == QuantScheme::kInt4 ? 128 : 0, QuantScheme::kNone};
+  }
 };
 
-// "none"/"" | "int8" | "int4"; group_size 0 = the scheme's default. Errors name the flag.
+// "none"/"" | "int8" | "int4"; group_size 0 = the scheme's default; lm_head "none"/"" |
+// "int8" | "int4" (needs a scheme). Errors name the flag.
 absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
-                                                     std::int64_t group_size);
-// "int8 (one scale per output channel)", "int4 (groups of 128)"; "none".
+                                                     std::int64_t group_size,
+                                                     absl::string_view lm_head = "none");
+// "int8 (one scale per output channel)", "int4 (groups of 128); lm_head int8 (one scale per
+// output channel)"; "none".
 std::string DescribeQuantizeOptions(const QuantizeOptions& options);
 
 inline constexpr std::int64_t kPackedBlockHeaderBytes = 8;  // float32 scale, float32 offset

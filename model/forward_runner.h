@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
+#include "loader/quantized_slots.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
 #include "runtime/block_runner.h"
@@ -116,6 +117,7 @@ template <class Model>
 absl::StatusOr<std::unique_ptr<CausalLm>> BindDecoderOnly(
     const std::shared_ptr<const loader::Checkpoint>& checkpoint, const ModelRuntime& runtime,
     const loader::ArchitectureDescription& architecture) {
+  PLACER_RETURN_IF_ERROR(loader::CheckQuantizableLmHead(architecture, runtime.plan.quantize));
   PLACER_ASSIGN_OR_RETURN(
       auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
                                                 runtime.plan, ComputeScalarType(runtime),

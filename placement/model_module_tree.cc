@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
 #include "loader/prequantized_tensors.h"
+#include "loader/quantized_slots.h"
 
 namespace placer::placement {
 namespace {
@@ -44,6 +45,9 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
   std::map<std::string, const loader::TensorDescription*> slots;
   for (const loader::TensorDescription* slot : architecture.Slots()) slots.emplace(slot->name, slot);
   const std::optional<loader::PrequantizedFormat>& prequantized = config.quantization;
+  if (absl::Status head = loader::CheckQuantizableLmHead(architecture, quantize); !head.ok()) {
+    return head;
+  }
   if (prequantized && quantize.enabled()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--quantize ", loader::DescribeQuantizeOptions(quantize), ": the checkpoint is already ",
@@ -111,14 +115,15 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
       } else if (read != by_name.end()) {
         tensor.dtype = read->second->dtype;
       }
-      if (quantize.enabled() && slot.linear != loader::LinearWeight::kNone) {
+      if (const std::optional<loader::QuantizeOptions> packed =
+              loader::SlotQuantization(slot, quantize)) {
         if (tensor.shape.size() != 2) {
           return absl::InvalidArgumentError(
               absl::StrCat("--quantize: tensor '", slot.name, "' is not a 2-D weight"));
         }
-        const bool in_out = slot.linear == loader::LinearWeight::kInOut;
+        const bool in_out = loader::PackedOrientation(slot) == loader::LinearWeight::kInOut;
         absl::StatusOr<loader::PackedLayout> layout = loader::PackedLayoutFor(
-            quantize, tensor.shape[in_out ? 1 : 0], tensor.shape[in_out ? 0 : 1], slot.name);
+            *packed, tensor.shape[in_out ? 1 : 0], tensor.shape[in_out ? 0 : 1], slot.name);
         if (!layout.ok()) return layout.status();
         tensor.packed_bytes = layout->bytes();
       }

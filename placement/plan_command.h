@@ -39,6 +39,8 @@ struct PlacementOptions {
   // decoder layers' linear weights packed at load and planned in their packed bytes.
   std::string quantize = "none";
   std::int64_t quantize_group_size = 0;
+  // --quantize-lm-head none|int8|int4: the (untied) lm_head packed too.
+  std::string quantize_lm_head = "none";
   std::string device_map_path;  // validate this map instead of planning
   bool prefetch = true;      // stage the next offloaded block while the current one computes
   std::string offload_exec = "auto";  // where offloaded blocks run: auto | gpu | cpu

@@ -42,7 +42,13 @@ void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
   app.add_option("--quantize", options.quantize,
                  "pack the decoder layers' linear weights at load: int8 (one scale per output "
                  "channel) or int4 (groups of --quantize-group-size); planned in their packed "
-                 "bytes. Embeddings, norms and lm_head keep the compute dtype")
+                 "bytes. Embeddings, norms and (without --quantize-lm-head) lm_head keep the compute dtype")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->group(group);
+  app.add_option("--quantize-lm-head", options.quantize_lm_head,
+                 "with --quantize: pack the (untied) lm_head too, int8 (one scale per output "
+                 "channel) or int4 (groups of 128). It is the largest single weight and every "
+                 "decode step reads it whole; llama.cpp's Q8_0 / Q4_0 quantize it too")
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->group(group);
   app.add_option("--quantize-group-size", options.quantize_group_size,

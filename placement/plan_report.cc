@@ -33,6 +33,11 @@ std::string QuantizationSummary(const Plan& plan) {
   const std::string kept =
       plan.sizing.compute_dtype ? std::string(loader::DTypeName(*plan.sizing.compute_dtype))
                                 : "their own dtype";
+  if (plan.sizing.quantize.quantizes_lm_head()) {
+    return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
+                        ": decoder-layer linear weights and lm_head, sized and held packed; "
+                        "embeddings, norms and biases stay ", kept);
+  }
   return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
                       ": decoder-layer linear weights, sized and held packed; embeddings, "
                       "norms, biases and lm_head stay ", kept);
@@ -94,7 +99,12 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
     nlohmann::ordered_json quantize;
     quantize["scheme"] = plan.sizing.quantize.scheme == loader::QuantScheme::kInt4 ? "int4" : "int8";
     quantize["group_size"] = plan.sizing.quantize.group_size;  // 0: per output channel
-    quantize["covers"] = "decoder-layer linear weights";
+    quantize["covers"] = plan.sizing.quantize.quantizes_lm_head()
+                             ? "decoder-layer linear weights, lm_head"
+                             : "decoder-layer linear weights";
+    if (plan.sizing.quantize.quantizes_lm_head()) {
+      quantize["lm_head"] = plan.sizing.quantize.lm_head == loader::QuantScheme::kInt4 ? "int4" : "int8";
+    }
     quantize["summary"] = QuantizationSummary(plan);
     json["quantize"] = quantize;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loader/architectures/architecture.h"
+#include "loader/quantized_layout.h"
 
 namespace placer::runtime {
 
@@ -18,9 +19,16 @@ struct BlockTensor {
   // Left out by config.json (a bias with attention_bias false): never read, an undefined
   // tensor in its slot. A tensor not absent must be in the checkpoint.
   bool absent = false;
-  // A decoder layer's linear weight (and how it is stored): packed at load under --quantize.
+  // A linear weight (and how it is stored): a decoder layer's, packed at load under
+  // --quantize, or an untied lm_head's, packed under --quantize-lm-head too (PackedUnder).
   loader::LinearWeight linear = loader::LinearWeight::kNone;
+  bool lm_head = false;
 };
+
+// Whether `quantize` packs `slot` at load, and the options it packs it with.
+bool PackedUnder(const loader::QuantizeOptions& quantize, const BlockTensor& slot);
+loader::QuantizeOptions SlotQuantizeOptions(const loader::QuantizeOptions& quantize,
+                                            const BlockTensor& slot);
 
 struct BlockSpec {
   std::string module;  // e.g. "model.layers.3"; names the block in errors and figures

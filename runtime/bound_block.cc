@@ -44,7 +44,7 @@ absl::StatusOr<loader::PackedLayout> PackedLayoutOfSlot(const loader::Checkpoint
         absl::StrCat("--quantize: tensor ", slot.name, " is not a 2-D weight"));
   }
   const bool in_out = slot.linear == loader::LinearWeight::kInOut;
-  return loader::PackedLayoutFor(quantize, info->shape[in_out ? 1 : 0],
+  return loader::PackedLayoutFor(SlotQuantizeOptions(quantize, slot), info->shape[in_out ? 1 : 0],
                                  info->shape[in_out ? 0 : 1], slot.name);
 }
 
@@ -81,7 +81,7 @@ class WeightReader {
     const std::string& name = slot.name;
     const auto key = std::make_pair(name, device.Name());
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    const bool packed = (quantize_.enabled() && slot.linear != loader::LinearWeight::kNone) ||
+    const bool packed = PackedUnder(quantize_, slot) ||
                         checkpoint_->QuantizedLinear(name) != nullptr;
     absl::StatusOr<at::Tensor> read = packed ? ReadPacked(slot, device) : ReadUncached(name, device);
     PLACER_ASSIGN_OR_RETURN(at::Tensor tensor, std::move(read));
@@ -178,7 +178,7 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
             bound.weights_device.Name(), " (", first_tensor, ") and ", device.Name(), " (",
             tensor.name, "); a block must stay on one device"));
       }
-      const bool packed = (plan.quantize.enabled() && tensor.linear != loader::LinearWeight::kNone) ||
+      const bool packed = PackedUnder(plan.quantize, tensor) ||
                           checkpoint->QuantizedLinear(tensor.name) != nullptr;
       if (device.kind == DeviceKind::kDisk && packed && packed_slots.count(tensor.name) == 0) {
         PLACER_ASSIGN_OR_RETURN(loader::PackedLayout layout,

@@ -42,10 +42,13 @@ struct TensorDescription {
   // lm_head.weight reads model.embed_tokens.weight). The checkpoint may omit `name` then.
   std::string tied_to;
   LinearWeight linear = LinearWeight::kNone;
+  // The lm_head's weight ([vocab, hidden], as nn.Linear stores it): packed only under
+  // --quantize-lm-head, and never when tied (the embedding lookup reads the same tensor).
+  bool lm_head = false;
 
   static TensorDescription Of(std::string name, std::vector<std::int64_t> shape,
                               TensorInit init = TensorInit::kNormal) {
-    return {std::move(name), std::move(shape), init, true, "", LinearWeight::kNone};
+    return {std::move(name), std::move(shape), init, true, "", LinearWeight::kNone, false};
   }
   // The checkpoint tensor whose bytes fill the slot.
   const std::string& source() const { return tied_to.empty() ? name : tied_to; }

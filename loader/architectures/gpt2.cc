@@ -42,6 +42,7 @@ ArchitectureDescription DescribeGpt2(const ModelConfig& c) {
                         {TensorDescription::Of("transformer.ln_f.weight", {h}, TensorInit::kOnes),
                          TensorDescription::Of("transformer.ln_f.bias", {h}, TensorInit::kZeros)}});
   TensorDescription head = TensorDescription::Of("lm_head.weight", {c.vocab_size, h});
+  head.lm_head = true;
   if (c.tie_word_embeddings) head.tied_to = "transformer.wte.weight";
   out.blocks.push_back({"lm_head", "", false, {head}});
   return out;

@@ -47,6 +47,7 @@ ArchitectureDescription DescribeLlamaFamily(const ModelConfig& c) {
   }
   out.blocks.push_back({"model.norm", "", false, {TensorDescription::Of("model.norm.weight", {h}, TensorInit::kOnes)}});
   TensorDescription head = TensorDescription::Of("lm_head.weight", {c.vocab_size, h});
+  head.lm_head = true;
   if (c.tie_word_embeddings) head.tied_to = "model.embed_tokens.weight";
   out.blocks.push_back({"lm_head", "", false, {head}});
   return out;

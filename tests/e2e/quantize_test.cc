@@ -114,6 +114,41 @@ TEST_F(Quantize, Int4FitsAVirtualGpuWhereBf16DoesNotAndServesTokens) {
   }
 }
 
+TEST_F(Quantize, QuantizeLmHeadPlansAndServesTheHeadPacked) {
+  const nlohmann::json layers = Plan("--quantize int4");
+  const nlohmann::json head = Plan("--quantize int4 --quantize-lm-head int8");
+  ASSERT_FALSE(layers.is_null());
+  ASSERT_FALSE(head.is_null());
+  // lm_head [300, 256]: BF16 300 x 256 x 2 bytes, int8 per output 300 x (8 + 256).
+  EXPECT_EQ(WeightsOn(layers, "cuda:0") - WeightsOn(head, "cuda:0"),
+            300u * 256 * 2 - 300u * (8 + 256));
+  EXPECT_EQ(head.at("quantize").at("lm_head"), "int8") << head.dump(2);
+  EXPECT_NE(head.at("quantize").at("summary").get<std::string>().find(
+                "int4 (groups of 128); lm_head int8 (one scale per output channel): decoder-layer "
+                "linear weights and lm_head, sized and held packed"),
+            std::string::npos)
+      << head.dump(2);
+
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--devices", kDevices,
+                                          "--max-seq-len", "64", "--max-batch-size", "2",
+                                          "--quantize", "int4", "--quantize-lm-head", "int8"}));
+  ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("lm_head int8 (one scale per output channel)"), std::string::npos)
+      << daemon.Log();
+  client::PlacerClient client({ports.target(), seconds(20)});
+  v1::GenerateRequest request;
+  for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);
+  request.mutable_params()->set_max_new_tokens(4);
+  request.mutable_params()->set_ignore_eos(true);
+  std::vector<int32_t> tokens;
+  const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
+    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+  });
+  ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+  EXPECT_EQ(tokens.size(), 4u);
+}
+
 TEST_F(Quantize, BadQuantizeFlagsAreRefusedNamingTheFlag) {
   const CommandResult scheme = RunCommand(std::string(PLACER_CLI_PATH) + " plan " +
                                           dir_.string() + " --quantize int3");
@@ -123,6 +158,11 @@ TEST_F(Quantize, BadQuantizeFlagsAreRefusedNamingTheFlag) {
                                          " --quantize int4 --quantize-group-size 64");
   EXPECT_NE(group.exit_code, 0);
   EXPECT_NE(group.output.find("--quantize-group-size 64"), std::string::npos) << group.output;
+  const CommandResult head = RunCommand(std::string(PLACER_CLI_PATH) + " plan " + dir_.string() +
+                                        " --quantize-lm-head int8");
+  EXPECT_NE(head.exit_code, 0);
+  EXPECT_NE(head.output.find("--quantize-lm-head int8 needs --quantize"), std::string::npos)
+      << head.output;
 }
 
 }  // namespace

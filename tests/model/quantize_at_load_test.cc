@@ -32,6 +32,7 @@ using runtime::RuntimePlan;
 struct Case {
   std::string name, writer_args, quantize;
   int64_t group_size;
+  std::string lm_head = "none";  // --quantize-lm-head
 };
 // Test names and failure messages show the case's name, not its bytes.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -48,14 +49,16 @@ class QuantizeAtLoad : public ::testing::TestWithParam<Case> {
     auto checkpoint = loader::Checkpoint::Open((dir_ / "model").string());
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     checkpoint_ = *checkpoint;
-    auto options = loader::ParseQuantizeOptions(GetParam().quantize, GetParam().group_size);
+    auto options = loader::ParseQuantizeOptions(GetParam().quantize, GetParam().group_size,
+                                                GetParam().lm_head);
     ASSERT_TRUE(options.ok()) << options.status();
     quantize_ = *options;
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // The reference: the same checkpoint with every linear weight replaced by the float32
-  // weight its packed form stands for (quantized by the same deterministic packer).
+  // The reference: the same checkpoint with every linear weight (and under
+  // --quantize-lm-head the head's, stored [vocab, hidden]) replaced by the float32 weight its
+  // packed form stands for (quantized by the same deterministic packer).
   std::shared_ptr<const loader::Checkpoint> DequantizedReference() {
     const fs::path out = dir_ / "reference";
     fs::create_directories(out);
@@ -67,11 +70,13 @@ class QuantizeAtLoad : public ::testing::TestWithParam<Case> {
     std::list<at::Tensor> keep;
     for (const auto& [name, info] : checkpoint_->tensors()) {
       at::Tensor tensor = *checkpoint_->ReadTensor(name, at::kFloat, at::kCPU);
-      const loader::LinearWeight kind = linear[arch.CanonicalName(name)];
+      const bool head = arch.CanonicalName(name) == "lm_head.weight" && GetParam().lm_head != "none";
+      const loader::LinearWeight kind = head ? loader::LinearWeight::kOutIn : linear[arch.CanonicalName(name)];
       if (kind != loader::LinearWeight::kNone) {
         const bool in_out = kind == loader::LinearWeight::kInOut;
         const at::Tensor w = in_out ? tensor.t() : tensor;
-        const loader::PackedLayout layout = *loader::PackedLayoutFor(quantize_, w.size(0), w.size(1), name);
+        const loader::PackedLayout layout = *loader::PackedLayoutFor(
+            head ? quantize_.LmHead() : quantize_, w.size(0), w.size(1), name);
         tensor = loader::DequantizeLinearWeight(*loader::QuantizeLinearWeight(w, layout, name), at::kFloat);
         if (in_out) tensor = tensor.t();
       }
@@ -237,6 +242,8 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnDiskComeFromTheOffloadStoreOnceAndAreReu
     for (const Device execution : {Device::Cuda(0), Device::Cpu()}) {
       RuntimePlan plan;
       plan.device_map = {{"", Device::Cpu()}, {layers + "0", Device::Disk()}};
+      // A packed head on disk too: its packed bytes join the store.
+      if (GetParam().lm_head != "none") plan.device_map.push_back({"lm_head", Device::Disk()});
       if (execution.is_gpu()) plan.device_map.front().second = Device::Cuda(0);
       plan.execution_device = execution;
       plan.offload_dir = (dir_ / "offload").string();
@@ -252,6 +259,54 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnDiskComeFromTheOffloadStoreOnceAndAreReu
   }
 }
 
+TEST_P(QuantizeAtLoad, TheLmHeadIsHeldPackedOnlyUnderQuantizeLmHead) {
+  std::shared_ptr<runtime::RuntimeAccounting> accounting;
+  RuntimePlan plan;
+  plan.device_map = {{"", Device::Cpu()}, {"lm_head", Device::Cuda(0)}};
+  plan.execution_device = Device::Cuda(0);
+  auto quantized = Load(checkpoint_, plan, true, &accounting);
+  ASSERT_NE(quantized, nullptr);
+  const loader::TensorInfo* head = checkpoint_->Find("lm_head.weight");
+  if (head == nullptr) {
+    // A tied head is the embedding's tensor, kept with it and held as it is (and
+    // --quantize-lm-head refuses it: ATiedHeadIsRefusedNamingBothTensors).
+    const loader::TensorInfo* table = checkpoint_->Find(
+        checkpoint_->config().is_gpt2() ? "transformer.wte.weight" : "model.embed_tokens.weight");
+    ASSERT_NE(table, nullptr);
+    EXPECT_GE(accounting->Used("cpu", MemoryKind::kWeights),
+              static_cast<uint64_t>(table->num_elements) * 4);
+    return;
+  }
+  const uint64_t packed = loader::PackedLayoutFor(quantize_.LmHead(), head->shape[0], head->shape[1],
+                                                  "lm_head.weight")
+                              ->bytes();
+  const uint64_t stored = static_cast<uint64_t>(head->num_elements) * 4;
+  EXPECT_EQ(accounting->Used("cuda:0", MemoryKind::kWeights),
+            GetParam().lm_head == "none" ? stored : packed);
+}
+
+TEST(QuantizeLmHead, ATiedHeadIsRefusedNamingBothTensors) {
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("placer-quantize-tied-", getpid());
+  fs::remove_all(dir);
+  ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir.string(),
+                                     " --arch llama --preset tiny --tie-word-embeddings true > /dev/null")
+                            .c_str()),
+            0);
+  auto checkpoint = loader::Checkpoint::Open(dir.string());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  RuntimePlan plan = RuntimePlan::AllOnCpu();
+  plan.quantize = *loader::ParseQuantizeOptions("int4", 0, "int8");
+  ModelRuntime runtime;
+  runtime.plan = plan;
+  auto model = LoadCausalLm(*checkpoint, runtime);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("--quantize-lm-head: lm_head.weight is tied to "
+                                          "model.embed_tokens.weight"),
+            std::string::npos)
+      << model.status();
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Schemes, QuantizeAtLoad,
     ::testing::Values(
@@ -259,7 +314,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_int4_g32", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --attention-bias --mlp-bias --seed 22", "int4", 32},
         Case{"llama_int4_g128", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --seed 23", "int4", 128},
         Case{"gpt2_int4_g32", "--arch gpt2 --layers 2 --hidden 128 --heads 4 --vocab 300 --seed 24", "int4", 32},
-        Case{"gpt2_int8", "--arch gpt2 --layers 2 --hidden 128 --heads 4 --vocab 300 --seed 25", "int8", 0}),
+        Case{"gpt2_int8", "--arch gpt2 --layers 2 --hidden 128 --heads 4 --vocab 300 --seed 25", "int8", 0},
+        Case{"llama_int4_head_int8", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --tie-word-embeddings false --seed 26", "int4", 128, "int8"},
+        Case{"llama_int8_head_int4", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --tie-word-embeddings false --mlp-bias --seed 27", "int8", 0, "int4"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

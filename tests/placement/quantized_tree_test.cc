@@ -60,6 +60,38 @@ TEST(QuantizedTree, LinearWeightsAreSizedPackedAndTheRestAtTheirDtype) {
   EXPECT_EQ(BytesOf(plain, "model.layers.0.mlp.down_proj.weight"), 128u * 256 * 2);
 }
 
+TEST(QuantizedTree, QuantizeLmHeadSizesTheUntiedHeadPackedAndRefusesATiedOne) {
+  const loader::ModelConfig config = Config(kLlama);
+  for (const auto& [head, block] : std::vector<std::pair<std::string, uint64_t>>{
+           {"int8", 8 + 128}, {"int4", 8 + 64}}) {
+    SCOPED_TRACE(head);
+    const loader::QuantizeOptions options = *loader::ParseQuantizeOptions("int4", 32, head);
+    const ModuleTree tree = Tree(ModuleTreeSpecForModel(config, {}, 0, options), loader::DType::kBF16);
+    // lm_head [100, 128]: int8 one scale per output (groups of 128), int4 groups of 128,
+    // whatever the layers' group size; the embedding stays BF16.
+    EXPECT_EQ(BytesOf(tree, "lm_head.weight"), 100u * block);
+    EXPECT_EQ(BytesOf(tree, "model.embed_tokens.weight"), 100u * 128 * 2);
+    EXPECT_EQ(BytesOf(tree, "model.layers.0.mlp.down_proj.weight"), 128u * (256 / 32) * (8 + 16));
+  }
+  std::string tied_json = kLlama;
+  tied_json.insert(tied_json.size() - 1, R"(, "tie_word_embeddings": true)");
+  absl::StatusOr<ModuleTreeSpec> tied = ModuleTreeSpecForModel(
+      Config(tied_json), {}, 0, *loader::ParseQuantizeOptions("int4", 0, "int8"));
+  ASSERT_FALSE(tied.ok());
+  EXPECT_NE(tied.status().message().find("lm_head.weight is tied to model.embed_tokens.weight"),
+            std::string::npos)
+      << tied.status();
+  // The flag needs --quantize, and names itself when wrong.
+  absl::StatusOr<loader::QuantizeOptions> alone = loader::ParseQuantizeOptions("none", 0, "int8");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("--quantize-lm-head int8 needs --quantize"),
+            std::string::npos)
+      << alone.status();
+  absl::StatusOr<loader::QuantizeOptions> bad = loader::ParseQuantizeOptions("int8", 0, "int2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--quantize-lm-head 'int2'"), std::string::npos);
+}
+
 TEST(QuantizedTree, Gpt2Conv1DWeightsArePackedTransposed) {
   const loader::ModelConfig config = Config(R"({"architectures": ["GPT2LMHeadModel"],
       "model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 2, "vocab_size": 10,
