@@ -43,6 +43,7 @@ struct ModelArgs {
   std::string quantize = "none";  // --quantize, as placerd's
   int64_t quantize_group_size = 0;
   std::string quantize_lm_head = "none";
+  std::string quantize_activations = "none";
   std::string dtype = "auto";  // --dtype, as placerd's (F16 computes as BF16 on the CPU)
 };
 
@@ -96,7 +97,8 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
                           LayoutPlan(args.layout, config, !args.no_prefetch, args.offload_dir));
   PLACER_ASSIGN_OR_RETURN(plan.quantize,
                           loader::ParseQuantizeOptions(args.quantize, args.quantize_group_size,
-                                                       args.quantize_lm_head));
+                                                       args.quantize_lm_head,
+                                                       args.quantize_activations));
   PLACER_ASSIGN_OR_RETURN(const loader::DType compute_dtype, ComputeDtype(args.dtype, args.dir));
   LoadedModel loaded;
   loaded.accounting = std::make_shared<runtime::RuntimeAccounting>(
@@ -167,6 +169,7 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
           {"decode_read_bytes_per_token", loaded.decode_read_bytes},
           {"quantize", args.quantize},
           {"quantize_lm_head", args.quantize_lm_head},
+          {"quantize_activations", args.quantize_activations},
           {"compute_dtype", std::string(loader::DTypeName(loaded.compute_dtype))},
           // What the weights take where they were bound (packed under --quantize).
           {"bound_weight_bytes", [&] {
@@ -286,6 +289,7 @@ absl::StatusOr<nlohmann::json> Drift(const ModelArgs& args, int prompts, int tok
   reference_args.quantize = "none";
   reference_args.quantize_group_size = 0;
   reference_args.quantize_lm_head = "none";
+  reference_args.quantize_activations = "none";
   PLACER_ASSIGN_OR_RETURN(auto reference, Load(reference_args));
   PLACER_ASSIGN_OR_RETURN(auto quantized, Load(args));
   PLACER_ASSIGN_OR_RETURN(nlohmann::json drift,
@@ -327,6 +331,7 @@ int main(int argc, char** argv) {
   decode->add_option("--quantize", args.quantize, "none, int8 or int4, as placerd's");
   decode->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
   decode->add_option("--quantize-lm-head", args.quantize_lm_head, "none, int8 or int4, as placerd's");
+  decode->add_option("--quantize-activations", args.quantize_activations, "none or int8, as placerd's");
   decode->add_option("--dtype", args.dtype, "auto (the checkpoint's), F32 or BF16, as placerd's");
   decode->add_option("--offload-dir", args.offload_dir, "for disk tensors needing conversion");
   decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
@@ -345,6 +350,7 @@ int main(int argc, char** argv) {
   drift->add_option("--quantize", args.quantize, "int8 or int4, as placerd's")->required();
   drift->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
   drift->add_option("--quantize-lm-head", args.quantize_lm_head, "none, int8 or int4, as placerd's");
+  drift->add_option("--quantize-activations", args.quantize_activations, "none or int8, as placerd's");
   drift->add_option("--dtype", args.dtype, "auto (the checkpoint's), F32 or BF16, as placerd's");
   drift->add_option("--prompts", prompts)->check(CLI::Range(1, 10000));
   drift->add_option("--tokens", drift_tokens, "ids per prompt")->check(CLI::Range(1, 100000));

@@ -186,13 +186,18 @@ def decode(raw):
 
 
 # (model, label) pairs bench/run measures against llama.cpp, in the order of the table: the
-# label is the dtype placer serves (the checkpoint's), or int8 / int4 for placerd --quantize on
-# the unquantized checkpoint against llama.cpp's Q8_0 / Q4_0 of the same weights.
+# label is the dtype placer serves (the checkpoint's), or int8 / int4 / int4a8 for placerd
+# --quantize on the unquantized checkpoint (QUANT_FLAGS) against llama.cpp's Q8_0 / Q4_0 of the
+# same weights.
 LLAMA_CPP_CONFIGS = (("small", "F32"), ("small", "BF16"), ("tinyllama", "BF16"),
-                     ("small", "int8"), ("small", "int4"), ("tinyllama", "int8"),
-                     ("tinyllama", "int4"))
+                     ("small", "int8"), ("small", "int4"), ("small", "int4a8"),
+                     ("tinyllama", "int8"), ("tinyllama", "int4"), ("tinyllama", "int4a8"))
 LLAMA_CPP_MODEL_WORDS = {"small": "small", "tinyllama": "~1.1B (TinyLlama shape)"}
-LLAMA_CPP_QUANT_PEERS = {"int8": "Q8_0", "int4": "Q4_0"}
+LLAMA_CPP_QUANT_PEERS = {"int8": "Q8_0", "int4": "Q4_0", "int4a8": "Q4_0"}
+# placerd's flags per quantized label, as bench/run passes them.
+QUANT_FLAGS = {"int8": "--quantize int8 --quantize-lm-head int8",
+               "int4": "--quantize int4 --quantize-lm-head int8",
+               "int4a8": "--quantize int4 --quantize-lm-head int8 --quantize-activations int8"}
 # Issue 20's goals for the quantized rows; the unquantized ones want ≥ 1.0 both ways (issue 9).
 QUANT_PREFILL_GOAL = 0.8
 QUANT_FLOOR_GOAL = 0.75  # the moonshot: of the packed bytes' read-bandwidth floor
@@ -224,7 +229,7 @@ def llama_cpp_rows(raw, prompt, results):
                                              "prefill_tokens_per_second": peer_prefill}
         words = LLAMA_CPP_MODEL_WORDS[model]
         if peer_type:
-            what = f"placer gRPC --quantize {label} --quantize-lm-head int8 vs llama.cpp {peer_type}"
+            what = f"placer gRPC {QUANT_FLAGS[label]} vs llama.cpp {peer_type}"
             peer_words = f"llama.cpp {peer_type}"
             prefill_goal = QUANT_PREFILL_GOAL
             note = (f"llama-quantize defaults: its token_embd is {peer_type} and its output "
@@ -270,7 +275,7 @@ def packed_floor_rows(raw, results):
             "placer_in_process": ours, "packed_read_bytes_per_token": read_bytes,
             "read_bytes_per_second": read_bps, "floor_seconds_per_token": floor}
         note = f"placer gRPC reaches {floor / grpc_step:.2f} of it" if grpc_step else ""
-        rows.append(row(f"decode vs the packed-bytes read floor, ~1.1B, --quantize {label} "
+        rows.append(row(f"decode vs the packed-bytes read floor, ~1.1B, {QUANT_FLAGS[label]} "
                         "(in-process; goal is the moonshot)", f"{step * 1e3:.1f} ms/token",
                         f"floor {floor * 1e3:.1f} ms ({read_bytes / MIB:.0f} MiB at "
                         f"{read_bps / 1e9:.2f} GB/s read)", floor / step, "floor / placer",
@@ -291,7 +296,7 @@ def drift_rows(raw, results):
             report = load_json(raw, name)
             drift = report["drift"]
             results[f"drift_{model}_{scheme}"] = report
-            rows.append(row(f"--quantize {scheme} --quantize-lm-head int8 drift from the unquantized model, "
+            rows.append(row(f"{QUANT_FLAGS[scheme]} drift from the unquantized model, "
                             f"{LLAMA_CPP_MODEL_WORDS[model]}",
                             f"top-1 agreement {drift['top1_agreement'] * 100:.1f} %",
                             f"mean KL {drift['mean_kl']:.2g} nats (max {drift['max_kl']:.2g})",

@@ -42,9 +42,17 @@ absl::StatusOr<QuantizeOptions> ParseLayerOptions(absl::string_view scheme,
 
 absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
                                                      std::int64_t group_size,
-                                                     absl::string_view lm_head) {
+                                                     absl::string_view lm_head,
+                                                     absl::string_view activations) {
   absl::StatusOr<QuantizeOptions> options = ParseLayerOptions(scheme, group_size);
-  if (!options.ok() || lm_head.empty() || lm_head == "none") return options;
+  if (!options.ok()) return options;
+  if (activations == "int8") {
+    options->int8_activations = true;
+  } else if (!activations.empty() && activations != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantize-activations '", activations, "': expected none or int8"));
+  }
+  if (lm_head.empty() || lm_head == "none") return options;
   if (lm_head == "int8") {
     options->lm_head = QuantScheme::kInt8;
   } else if (lm_head == "int4") {

@@ -37,12 +37,15 @@ struct QuantizeOptions {
   // output channel; int4: groups of 128), so that the head can stay finer than the layers
   // (llama.cpp's Q4_0 keeps its output at Q6_K). Never set without `scheme`.
   QuantScheme lm_head = QuantScheme::kNone;
+  // --quantize-activations int8: 4-bit weights multiply int8 activations (per block of 128
+  // inputs) on AVX512-VNNI CPUs (model/quantized_vnni.h); the packed bytes are the same.
+  bool int8_activations = false;
 
   bool enabled() const { return scheme != QuantScheme::kNone; }
   bool quantizes_lm_head() const { return lm_head != QuantScheme::kNone; }
   // The options the lm_head's weight is packed with.
   QuantizeOptions LmHead() const {
-    return {lm_head, lm_head == QuantScheme::kInt4 ? 128 : 0, QuantScheme::kNone};
+    return {lm_head, lm_head == QuantScheme::kInt4 ? 128 : 0, QuantScheme::kNone, int8_activations};
   }
 };
 
@@ -50,7 +53,8 @@ struct QuantizeOptions {
 // "int8" | "int4" (needs a scheme). Errors name the flag.
 absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
                                                      std::int64_t group_size,
-                                                     absl::string_view lm_head = "none");
+                                                     absl::string_view lm_head = "none",
+                                                     absl::string_view activations = "none");
 // "int8 (one scale per output channel)", "int4 (groups of 128); lm_head int8 (one scale per
 // output channel)"; "none".
 std::string DescribeQuantizeOptions(const QuantizeOptions& options);

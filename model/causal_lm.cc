@@ -9,6 +9,7 @@
 #include "loader/checkpoint.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "model/quantized_linear.h"
 
 namespace placer::model {
 
@@ -31,6 +32,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> LoadCausalLm(
         "compute dtype F16 needs a real GPU to execute on (the CPU has no F16 matrix "
         "multiply, and virtual GPUs compute on it); use BF16 or F32");
   }
+  SetInt8Activations(runtime.plan.quantize.int8_activations);
   try {
     if (checkpoint->config().is_gpt2()) return LoadGpt2(checkpoint, runtime);
     return LoadLlama(checkpoint, runtime);

@@ -3,9 +3,11 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "loader/quantized_weight.h"
 #include "model/quantized_kernels.h"
+#include "model/quantized_vnni.h"
 #include "model/spinning_workers.h"
 #include "model/tensor_ops.h"
 
@@ -81,11 +83,17 @@ bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const
   return true;
 }
 
-at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
-                                 const at::Tensor& bias, QuantIsa isa) {
-  TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
-              QuantIsaName(isa));
-  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
+namespace {
+
+std::atomic<bool> int8_activations{false};
+
+// Flattens x to float32 rows, sums each group of every row's inputs in order (the offsets'
+// share of the product: the same sums for a row alone or in any batch), calls `prepare(op)`
+// once, then runs `outputs(op, n0, n1)` over tasks split at fixed output boundaries, so every
+// output is computed the same way whatever the thread count.
+template <typename Prepare, typename Outputs>
+at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            const Prepare& prepare, const Outputs& outputs) {
   const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
   const at::Tensor flat = x.reshape({-1, layout.in}).to(at::kFloat).contiguous();
   const int64_t rows = flat.size(0);
@@ -94,8 +102,6 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
   at::Tensor y = at::empty({rows, layout.out}, flat.options());
   if (rows > 0) {
     const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-    // Each group's inputs summed in order, once per row (the offsets' share of the product;
-    // quantized_kernels.cc): the same sums for a row alone or in any batch.
     const int64_t groups = layout.groups();
     std::vector<float> group_sums(static_cast<size_t>(rows * groups));
     const float* xs = flat.data_ptr<float>();
@@ -107,7 +113,7 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
         group_sums[static_cast<size_t>(r * groups + g)] = sum;
       }
     }
-    const QuantOperands op{flat.data_ptr<float>(),
+    const QuantOperands op{xs,
                            group_sums.data(),
                            static_cast<const uint8_t*>(weight.data_ptr()),
                            bias32.defined() ? bias32.data_ptr<float>() : nullptr,
@@ -119,27 +125,70 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
                            layout.group_size,
                            groups,
                            layout.block_bytes()};
-    // Tasks split the outputs at fixed boundaries: every output is computed the same way
-    // whatever the thread count.
+    prepare(op);
     const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
     const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-      const int64_t n0 = begin * kOutputsPerTask;
-      const int64_t n1 = std::min(layout.out, end * kOutputsPerTask);
-      if (isa == QuantIsa::kAvx512) {
-        QuantizedRowsAvx512(op, n0, n1);
-      } else {
-        QuantizedRowsAvx2(op, n0, n1);
-      }
+      outputs(op, begin * kOutputsPerTask, std::min(layout.out, end * kOutputsPerTask));
     };
     if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
   }
   return y.to(x.scalar_type()).view(shape);
 }
 
+}  // namespace
+
+at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, QuantIsa isa) {
+  TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
+              QuantIsaName(isa));
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
+  return RunPackedProduct(
+      x, weight, bias, [](const QuantOperands&) {},
+      [isa](const QuantOperands& op, int64_t n0, int64_t n1) {
+    if (isa == QuantIsa::kAvx512) {
+      QuantizedRowsAvx512(op, n0, n1);
+    } else {
+      QuantizedRowsAvx2(op, n0, n1);
+    }
+  });
+}
+
+void SetInt8Activations(bool enabled) { int8_activations.store(enabled); }
+bool Int8ActivationsEnabled() { return int8_activations.load(); }
+
+bool UsesInt8Activations(const at::Tensor& weight) {
+  if (!Int8ActivationsEnabled() || !Int8ActivationKernelRuns() || !weight.device().is_cpu()) {
+    return false;
+  }
+  const std::optional<loader::PackedLayout> layout = loader::PackedLayoutOf(weight);
+  return layout && Int8ActivationKernelApplies(*layout);
+}
+
+at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor& weight,
+                                          const at::Tensor& bias) {
+  TORCH_CHECK(Int8ActivationKernelRuns(), "QuantizedLinearInt8Activations: needs AVX512-VNNI");
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) &&
+                  Int8ActivationKernelApplies(*loader::PackedLayoutOf(weight)),
+              "QuantizedLinearInt8Activations: unsupported operands");
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  Int8Activations codes;
+  return RunPackedProduct(
+      x, weight, bias,
+      [&](const QuantOperands& op) {
+        QuantizeActivations(op.x, op.rows, op.in, ActivationBlock(layout), &codes);
+      },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedRowsInt8Activations(op, codes, n0, n1);
+      });
+}
+
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const QuantIsa isa = DetectQuantIsa();
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;
+  if (rows >= 1 && UsesInt8Activations(weight) && QuantizedLinearApplies(x, weight, bias)) {
+    return QuantizedLinearInt8Activations(x, weight, bias);
+  }
   if (rows >= 1 && rows <= QuantizedLinearMaxRows(isa) && QuantizedLinearApplies(x, weight, bias)) {
     return QuantizedLinearKernel(x, weight, bias, isa);
   }

@@ -37,8 +37,22 @@ bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const
 at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias, QuantIsa isa);
 
-// What the model calls: the kernels up to QuantizedLinearMaxRows (DetectQuantIsa), else the
-// weight dequantized into the calling thread's scratch buffer and ATen's linear.
+// --quantize-activations int8 (quantized_vnni.h): 4-bit weights in groups of a multiple of 128
+// multiply int8-quantized activations on AVX512-VNNI CPUs, for any number of rows (so a row's
+// result never depends on its batch). Process-wide: placerd serves one model and sets it at
+// load (LoadCausalLm, from RuntimePlan::quantize).
+void SetInt8Activations(bool enabled);
+bool Int8ActivationsEnabled();
+// Whether a weight would take that path now (the mode on, the CPU and layout fit).
+bool UsesInt8Activations(const at::Tensor& weight);
+// That path, whatever the mode. Requires QuantizedLinearApplies, Int8ActivationKernelRuns
+// and Int8ActivationKernelApplies.
+at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor& weight,
+                                          const at::Tensor& bias);
+
+// What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
+// to QuantizedLinearMaxRows (DetectQuantIsa), else the weight dequantized into the calling
+// thread's scratch buffer and ATen's linear.
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace placer::model

@@ -49,7 +49,8 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
   PLACER_ASSIGN_OR_RETURN(model.quantize, loader::ParseQuantizeOptions(
                                               args.placement.quantize,
                                               args.placement.quantize_group_size,
-                                              args.placement.quantize_lm_head));
+                                              args.placement.quantize_lm_head,
+                                              args.placement.quantize_activations));
   if (args.placement.max_batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-batch-size ", args.placement.max_batch_size, ": must be at least 1"));

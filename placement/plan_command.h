@@ -41,6 +41,8 @@ struct PlacementOptions {
   std::int64_t quantize_group_size = 0;
   // --quantize-lm-head none|int8|int4: the (untied) lm_head packed too.
   std::string quantize_lm_head = "none";
+  // --quantize-activations none|int8: 4-bit weights multiply int8 activations (AVX512-VNNI).
+  std::string quantize_activations = "none";
   std::string device_map_path;  // validate this map instead of planning
   bool prefetch = true;      // stage the next offloaded block while the current one computes
   std::string offload_exec = "auto";  // where offloaded blocks run: auto | gpu | cpu

@@ -51,6 +51,13 @@ void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
                  "decode step reads it whole; llama.cpp's Q8_0 / Q4_0 quantize it too")
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->group(group);
+  app.add_option("--quantize-activations", options.quantize_activations,
+                 "int8: 4-bit weights (--quantize int4 or a 4-bit checkpoint, groups of a "
+                 "multiple of 128) multiply activations quantized to int8 per 128 inputs, with "
+                 "AVX512-VNNI, as llama.cpp's Q4_0 does; faster, not exact (off: the logits of "
+                 "the dequantized weights)")
+      ->check(CLI::IsMember({"none", "int8"}))
+      ->group(group);
   app.add_option("--quantize-group-size", options.quantize_group_size,
                  "inputs per scale: int4 32 or 128 (default 128); int8 0 = per output channel")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))

@@ -105,6 +105,7 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
     if (plan.sizing.quantize.quantizes_lm_head()) {
       quantize["lm_head"] = plan.sizing.quantize.lm_head == loader::QuantScheme::kInt4 ? "int4" : "int8";
     }
+    quantize["activations"] = plan.sizing.quantize.int8_activations ? "int8" : "float";
     quantize["summary"] = QuantizationSummary(plan);
     json["quantize"] = quantize;
   }

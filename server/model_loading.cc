@@ -9,6 +9,7 @@
 #include "placement/plan_report.h"
 #include "placement/prequantized_summary.h"
 #include "model/causal_lm.h"
+#include "model/quantized_vnni.h"
 #include "model/generation_defaults.h"
 #include "model/tokenizer/tokenizer.h"
 #include "base/status_macros.h"
@@ -65,6 +66,16 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   if (const auto& prequantized = checkpoint->config().quantization) {
     spdlog::info("Quantized: {}",
                  placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype));
+  }
+  if (plan.sizing.quantize.int8_activations) {
+    if (model::Int8ActivationKernelRuns()) {
+      spdlog::info("--quantize-activations int8: 4-bit weights in groups of a multiple of 128 "
+                   "multiply int8 activations (one scale per 128 inputs, AVX512-VNNI); other "
+                   "weights keep float activations");
+    } else {
+      spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI; activations stay "
+                   "float (exact)");
+    }
   }
   const std::vector<std::string> offloaded = placement::OffloadedBlocks(plan);
   if (!offloaded.empty()) {

@@ -1,0 +1,47 @@
+// Inside QuantizedLinear under --quantize-activations int8: 4-bit packed weights multiplied
+// with int8 activations by AVX512-VNNI's vpdpbusd (unsigned codes x signed activations, four
+// products summed into each int32 lane), as llama.cpp multiplies Q4_0 with Q8_0 and vLLM's
+// CPU W8A8 kernels quantize activations per token.
+//
+// Each input row is quantized per block of kActivationBlock inputs (32 for weights in groups
+// of 32, else 128, always inside one weight group): scale d = max|x| / 127, codes
+// round-to-nearest-even(x / d) in [-127, 127]. A weight group g of row n then contributes
+//   s_g · d_b · (sum of q · code over the block, exact in int32)  +  m_g · (sum of x over g)
+// per block b, the offsets' share from the float group sums (exact). Every output is summed
+// in one fixed order per row, so a row's result does not depend on the other rows of the call
+// (batch invariance); it differs from the float kernels' by the activations' rounding, which
+// is why the mode is opt-in.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "loader/quantized_layout.h"
+#include "model/quantized_kernels.h"
+
+namespace placer::model {
+
+// AVX-512 F, BW and VNNI: the instructions the kernel needs.
+bool Int8ActivationKernelRuns();
+// 4-bit weights whose groups are 32 inputs or a multiple of 128, with a multiple of 64 inputs.
+bool Int8ActivationKernelApplies(const loader::PackedLayout& layout);
+// The activation block for a layout the kernel applies to: 32 or 128.
+int64_t ActivationBlock(const loader::PackedLayout& layout);
+
+struct Int8Activations {
+  int64_t block = 0;
+  // [rows, in] codes; inside each 64 inputs in the order the kernel unpacks the nibbles:
+  // inputs 0-15, 32-47, 16-31, 48-63.
+  std::vector<int8_t> codes;
+  std::vector<float> scales;  // [rows, in / block]
+};
+
+// Quantizes rows of x ([rows, in] float32) in blocks of `block` inputs.
+void QuantizeActivations(const float* x, int64_t rows, int64_t in, int64_t block,
+                         Int8Activations* out);
+
+// Outputs [n0, n1) of every row of op (op.x unused: the activations are `codes`).
+void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations& codes,
+                                  int64_t n0, int64_t n1);
+
+}  // namespace placer::model

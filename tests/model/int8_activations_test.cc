@@ -1,0 +1,166 @@
+// --quantize-activations int8 (model/quantized_vnni.h) on CPUs with AVX512-VNNI: 4-bit packed
+// weights times activations quantized per 128 inputs match a float64 product of the same
+// integer codes and scales, decoded here from the packed bytes as loader/quantized_layout.h
+// documents them; a row's result is bit-identical alone and in any batch, whatever the
+// thread count; the mode is used only where it applies and stays within the activations'
+// rounding of the exact product.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "loader/quantized_weight.h"
+#include "model/causal_lm.h"
+#include "model/quantized_linear.h"
+#include "model/quantized_vnni.h"
+
+namespace placer::model {
+namespace {
+
+at::Tensor Random(std::vector<int64_t> shape, int seed) {
+  at::manual_seed(seed);
+  return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
+}
+
+at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
+  const loader::PackedLayout layout{4, out, in, group};
+  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(Random({out, in}, seed), layout, "w");
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  return *packed;
+}
+
+// y = sum over groups g and 128-input blocks b of s_g * d_b * (q . codes) + m_g * sum_g(x),
+// in float64, with |terms| summed for the tolerance.
+void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& bias,
+               std::vector<double>* y, std::vector<double>* magnitude) {
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
+  const int64_t rows = x.size(0), in = layout.in, out = layout.out, gs = layout.group_size;
+  const at::Tensor xc = x.contiguous();
+  const float* xs = xc.data_ptr<float>();
+  const uint8_t* bytes = static_cast<const uint8_t*>(packed.data_ptr());
+  y->assign(static_cast<size_t>(rows * out), 0);
+  magnitude->assign(static_cast<size_t>(rows * out), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int> codes(static_cast<size_t>(in));
+    std::vector<double> scales(static_cast<size_t>(in / 128));
+    for (int64_t b = 0; b < in / 128; ++b) {
+      float max_abs = 0;
+      for (int64_t c = 0; c < 128; ++c) max_abs = std::max(max_abs, std::fabs(xs[r * in + b * 128 + c]));
+      scales[b] = max_abs / 127.0f;
+      const float inverse = max_abs > 0 ? 127.0f / max_abs : 0.0f;
+      for (int64_t c = 0; c < 128; ++c) {
+        codes[b * 128 + c] = static_cast<int>(std::nearbyint(xs[r * in + b * 128 + c] * inverse));
+      }
+    }
+    for (int64_t n = 0; n < out; ++n) {
+      double sum = bias.defined() ? bias[n].item<float>() : 0.0, mag = std::fabs(sum);
+      for (int64_t g = 0; g < layout.groups(); ++g) {
+        const uint8_t* block = bytes + (n * layout.groups() + g) * layout.block_bytes();
+        float s, m;
+        std::memcpy(&s, block, 4);
+        std::memcpy(&m, block + 4, 4);
+        const uint8_t* payload = block + 8;
+        double x_sum = 0;
+        for (int64_t c = 0; c < gs; ++c) x_sum += xs[r * in + g * gs + c];
+        sum += m * x_sum;
+        mag += std::fabs(m * x_sum);
+        for (int64_t b = 0; b < gs / 128; ++b) {
+          int64_t dot = 0, dot_abs = 0;
+          for (int64_t c = b * 128; c < (b + 1) * 128; ++c) {
+            const uint8_t byte = payload[(c / 32) * 16 + (c % 32) % 16];
+            const int q = (c % 32) < 16 ? (byte & 0xF) : (byte >> 4);
+            dot += q * codes[g * gs + c];
+            dot_abs += std::abs(q * codes[g * gs + c]);
+          }
+          const double d = scales[(g * gs) / 128 + b];
+          sum += double(s) * d * double(dot);
+          mag += std::fabs(double(s) * d) * double(dot_abs);
+        }
+      }
+      (*y)[r * out + n] = sum;
+      (*magnitude)[r * out + n] = mag;
+    }
+  }
+}
+
+class Int8ActivationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI";
+  }
+};
+
+TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
+  int seed = 40;
+  // Groups of 128, 256 and one per output channel (384); outputs that end in 1-3 row tails.
+  for (const auto& [out, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 128, 128}, {7, 256, 128}, {65, 512, 256}, {130, 384, 384}}) {
+    const at::Tensor packed = Pack(out, in, group, ++seed);
+    ASSERT_TRUE(Int8ActivationKernelApplies(*loader::PackedLayoutOf(packed)));
+    for (int64_t rows : {1, 2, 3, 4, 5, 9}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << out << "x" << in << " g" << group << " rows " << rows
+                                        << " bias " << with_bias);
+        at::Tensor x = Random({rows, in}, ++seed);
+        if (rows > 2) x[1].zero_();  // a row of zeros: scale 0, codes 0
+        const at::Tensor bias = with_bias ? Random({out}, ++seed) : at::Tensor();
+        const at::Tensor y = QuantizedLinearInt8Activations(x, packed, bias);
+        ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
+        std::vector<double> want, magnitude;
+        Reference(x, packed, bias, &want, &magnitude);
+        const float* got = y.data_ptr<float>();
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-5 * magnitude[i] + 1e-6) << "output " << i;
+        }
+        // Within the activations' rounding of the exact product (at most half a step of
+        // max|x| / 127 per input).
+        const at::Tensor exact = QuantizedLinearKernel(x, packed, bias, DetectQuantIsa());
+        const double scale = (x.abs().max().item<float>() / 127.0) *
+                             loader::DequantizeLinearWeight(packed, at::kFloat).abs().sum(1).max().item<float>();
+        EXPECT_LE((y - exact).abs().max().item<float>(), 0.5 * scale + 1e-5);
+      }
+    }
+  }
+}
+
+TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
+  const at::Tensor packed = Pack(301, 512, 128, 7);
+  const at::Tensor bias = Random({301}, 8);
+  const at::Tensor batch = Random({13, 512}, 9);
+  const int threads = ComputeThreads();
+  SetComputeThreads(2);
+  const at::Tensor together = QuantizedLinearInt8Activations(batch, packed, bias);
+  SetComputeThreads(1);
+  for (int64_t r = 0; r < 13; ++r) {
+    const at::Tensor alone = QuantizedLinearInt8Activations(batch.narrow(0, r, 1), packed, bias);
+    ASSERT_TRUE(at::equal(alone[0], together[r])) << "row " << r;
+  }
+  SetComputeThreads(threads);
+}
+
+TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
+  const at::Tensor int4 = Pack(64, 256, 128, 11);
+  const at::Tensor int4_g32 = *loader::QuantizeLinearWeight(Random({64, 256}, 12),
+                                                            loader::PackedLayout{4, 64, 256, 32}, "w");
+  const at::Tensor int8 = *loader::QuantizeLinearWeight(Random({64, 256}, 13),
+                                                        loader::PackedLayout{8, 64, 256, 256}, "w");
+  const at::Tensor x = Random({3, 256}, 14);
+  SetInt8Activations(false);
+  EXPECT_FALSE(UsesInt8Activations(int4));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearKernel(x, int4, {}, DetectQuantIsa())));
+  SetInt8Activations(true);
+  EXPECT_TRUE(UsesInt8Activations(int4));
+  EXPECT_FALSE(UsesInt8Activations(int4_g32));
+  EXPECT_FALSE(UsesInt8Activations(int8));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearInt8Activations(x, int4, {})));
+  // Prompt chunks take it too (beyond the float kernels' rows), so a row never changes path
+  // with its batch.
+  const at::Tensor chunk = Random({200, 256}, 15);
+  EXPECT_TRUE(at::equal(QuantizedLinear(chunk, int4, {}), QuantizedLinearInt8Activations(chunk, int4, {})));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearKernel(x, int8, {}, DetectQuantIsa())));
+  SetInt8Activations(false);
+}
+
+}  // namespace
+}  // namespace placer::model
