@@ -4,15 +4,21 @@
 
 namespace placer::loader {
 
-std::optional<QuantizeOptions> SlotQuantization(const TensorDescription& slot,
+std::optional<QuantizeOptions> SlotQuantization(LinearWeight linear, bool untied_lm_head,
                                                 const QuantizeOptions& quantize) {
-  if (!slot.present || !quantize.enabled()) return std::nullopt;
-  if (slot.lm_head) {
-    if (!quantize.quantizes_lm_head() || !slot.tied_to.empty()) return std::nullopt;
+  if (!quantize.enabled()) return std::nullopt;
+  if (untied_lm_head) {
+    if (!quantize.quantizes_lm_head()) return std::nullopt;
     return quantize.LmHead();
   }
-  if (slot.linear == LinearWeight::kNone) return std::nullopt;
+  if (linear == LinearWeight::kNone) return std::nullopt;
   return quantize;
+}
+
+std::optional<QuantizeOptions> SlotQuantization(const TensorDescription& slot,
+                                                const QuantizeOptions& quantize) {
+  if (!slot.present || (slot.lm_head && !slot.tied_to.empty())) return std::nullopt;
+  return SlotQuantization(slot.linear, slot.lm_head, quantize);
 }
 
 LinearWeight PackedOrientation(const TensorDescription& slot) {

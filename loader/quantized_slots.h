@@ -16,6 +16,10 @@ namespace placer::loader {
 // slot keeps the compute dtype.
 std::optional<QuantizeOptions> SlotQuantization(const TensorDescription& slot,
                                                 const QuantizeOptions& quantize);
+// The same rule on a present slot's two facts, as the run time's block specs keep them: its
+// description's `linear`, and whether it is an untied lm_head (a tied one is never packed).
+std::optional<QuantizeOptions> SlotQuantization(LinearWeight linear, bool untied_lm_head,
+                                                const QuantizeOptions& quantize);
 
 // How a slot that SlotQuantization packs stores its weight ([out, in] or [in, out]).
 LinearWeight PackedOrientation(const TensorDescription& slot);

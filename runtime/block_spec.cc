@@ -5,13 +5,12 @@
 namespace placer::runtime {
 
 bool PackedUnder(const loader::QuantizeOptions& quantize, const BlockTensor& slot) {
-  if (!quantize.enabled() || slot.linear == loader::LinearWeight::kNone) return false;
-  return !slot.lm_head || quantize.quantizes_lm_head();
+  return loader::SlotQuantization(slot.linear, slot.lm_head, quantize).has_value();
 }
 
 loader::QuantizeOptions SlotQuantizeOptions(const loader::QuantizeOptions& quantize,
                                             const BlockTensor& slot) {
-  return slot.lm_head ? quantize.LmHead() : quantize;
+  return loader::SlotQuantization(slot.linear, slot.lm_head, quantize).value_or(quantize);
 }
 
 std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& architecture) {
@@ -21,10 +20,8 @@ std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& arch
     for (const loader::TensorDescription& tensor : block.tensors) {
       // A tied head reads the embedding's tensor, which the lookup needs as it is: never
       // packed (loader::CheckQuantizableLmHead refuses to be asked).
-      const bool packable_head = tensor.lm_head && tensor.tied_to.empty();
-      spec.tensors.push_back({tensor.source(), !tensor.present,
-                              packable_head ? loader::PackedOrientation(tensor) : tensor.linear,
-                              packable_head});
+      spec.tensors.push_back({tensor.source(), !tensor.present, tensor.linear,
+                              tensor.lm_head && tensor.tied_to.empty()});
     }
     blocks.push_back(std::move(spec));
   }

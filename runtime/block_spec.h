@@ -19,8 +19,8 @@ struct BlockTensor {
   // Left out by config.json (a bias with attention_bias false): never read, an undefined
   // tensor in its slot. A tensor not absent must be in the checkpoint.
   bool absent = false;
-  // A linear weight (and how it is stored): a decoder layer's, packed at load under
-  // --quantize, or an untied lm_head's, packed under --quantize-lm-head too (PackedUnder).
+  // What decides whether --quantize packs the slot (PackedUnder, loader/quantized_slots.h): a
+  // decoder layer's linear weight (and how it is stored), or an untied lm_head's ([out, in]).
   loader::LinearWeight linear = loader::LinearWeight::kNone;
   bool lm_head = false;
 };

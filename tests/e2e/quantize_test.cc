@@ -57,6 +57,24 @@ class Quantize : public ::testing::Test {
     return 0;
   }
 
+  // Each generated token is the argmax of Forward's logits over the prompt and the tokens
+  // before it (the 300-token vocabulary of kModelArgs).
+  static void ExpectEachTokenIsTheArgmaxOfForward(client::PlacerClient& client,
+                                                  std::vector<int32_t> context,
+                                                  const std::vector<int32_t>& tokens) {
+    for (int32_t token : tokens) {
+      v1::ForwardRequest forward;
+      for (int32_t id : context) forward.add_token_ids(id);
+      auto logits = client.Forward(forward);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      const std::string& data = logits->logits().data();
+      ASSERT_EQ(data.size(), 300 * sizeof(float));
+      const float* values = reinterpret_cast<const float*>(data.data());
+      EXPECT_EQ(std::max_element(values, values + 300) - values, token);
+      context.push_back(token);
+    }
+  }
+
   fs::path dir_;
 };
 
@@ -100,18 +118,7 @@ TEST_F(Quantize, Int4FitsAVirtualGpuWhereBf16DoesNotAndServesTokens) {
   EXPECT_EQ(tokens.size(), 6u);
   EXPECT_EQ(finish, "length");
   // Greedy tokens are the argmax of Forward over what came before (same packed weights).
-  std::vector<int32_t> context = {1, 50, 60, 7};
-  for (int32_t token : tokens) {
-    v1::ForwardRequest forward;
-    for (int32_t id : context) forward.add_token_ids(id);
-    auto logits = client.Forward(forward);
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    const std::string& data = logits->logits().data();
-    ASSERT_EQ(data.size(), 300 * sizeof(float));
-    const float* values = reinterpret_cast<const float*>(data.data());
-    EXPECT_EQ(std::max_element(values, values + 300) - values, token);
-    context.push_back(token);
-  }
+  ExpectEachTokenIsTheArgmaxOfForward(client, {1, 50, 60, 7}, tokens);
 }
 
 TEST_F(Quantize, QuantizeLmHeadPlansAndServesTheHeadPacked) {
@@ -177,18 +184,7 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
   ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
   ASSERT_EQ(tokens.size(), 5u);
   // Every row takes the same path whatever its batch: decode steps agree with Forward.
-  std::vector<int32_t> context = {3, 9, 27, 81};
-  for (int32_t token : tokens) {
-    v1::ForwardRequest forward;
-    for (int32_t id : context) forward.add_token_ids(id);
-    auto logits = client.Forward(forward);
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    const std::string& data = logits->logits().data();
-    ASSERT_EQ(data.size(), 300 * sizeof(float));
-    const float* values = reinterpret_cast<const float*>(data.data());
-    EXPECT_EQ(std::max_element(values, values + 300) - values, token);
-    context.push_back(token);
-  }
+  ExpectEachTokenIsTheArgmaxOfForward(client, {3, 9, 27, 81}, tokens);
 }
 
 TEST_F(Quantize, BadQuantizeFlagsAreRefusedNamingTheFlag) {
