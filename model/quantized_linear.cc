@@ -7,6 +7,7 @@
 
 #include "loader/quantized_weight.h"
 #include "model/quantized_kernels.h"
+#include "model/quantized_unpack.h"
 #include "model/quantized_vnni.h"
 #include "model/spinning_workers.h"
 #include "model/tensor_ops.h"
@@ -182,6 +183,43 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
       });
 }
 
+void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
+                           at::Tensor& scratch) {
+  const std::optional<loader::PackedLayout> found = loader::PackedLayoutOf(weight);
+  TORCH_CHECK(found.has_value() && weight.device().is_cpu() &&
+                  (dtype == at::kFloat || dtype == at::kBFloat16) && Runs(isa),
+              "UnpackQuantizedWeight: a packed weight in host memory, float32 or BF16, an ISA this CPU runs");
+  const loader::PackedLayout& layout = *found;
+  if (!scratch.defined() || scratch.scalar_type() != dtype) {
+    scratch = at::empty({layout.out, layout.in}, at::TensorOptions().dtype(dtype));
+  } else {
+    scratch.resize_({layout.out, layout.in});
+  }
+  const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits, layout.in,
+                          layout.group_size, layout.groups(), layout.block_bytes()};
+  // A plain reference: inside the lambda, running on the helpers, a thread_local name would
+  // mean each helper's own buffer.
+  at::Tensor& dense = scratch;
+  const bool bf16 = dtype == at::kBFloat16;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    const int64_t n0 = begin * kOutputsPerTask, n1 = std::min(layout.out, end * kOutputsPerTask);
+    uint16_t* bf16_out = bf16 ? reinterpret_cast<uint16_t*>(dense.data_ptr()) : nullptr;
+    float* float_out = bf16 ? nullptr : dense.data_ptr<float>();
+    switch (isa) {
+      case QuantIsa::kAvx512:
+        bf16 ? UnpackRowsAvx512(op, n0, n1, bf16_out) : UnpackRowsAvx512(op, n0, n1, float_out);
+        break;
+      case QuantIsa::kAvx2:
+        bf16 ? UnpackRowsAvx2(op, n0, n1, bf16_out) : UnpackRowsAvx2(op, n0, n1, float_out);
+        break;
+      case QuantIsa::kNone: loader::DequantizeLinearWeightRows(weight, dense, n0, n1); break;
+    }
+  };
+  // On the kernels' helper threads: ATen's pool would compete with them for the cores.
+  const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+}
+
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const QuantIsa isa = DetectQuantIsa();
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
@@ -198,25 +236,10 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
     return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
   }
   // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
-  // seen): a prompt chunk never holds a dequantized layer, let alone the model. Dequantized on
-  // the kernels' helper threads (ATen's pool would compete with them for the cores).
-  thread_local at::Tensor thread_scratch;
-  // A plain reference: inside the lambda, running on the helpers, the name thread_scratch would
-  // mean each helper's own (empty) buffer.
-  at::Tensor& scratch = thread_scratch;
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  // seen): a prompt chunk never holds a dequantized layer, let alone the model.
+  thread_local at::Tensor scratch;
   const at::ScalarType type = x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
-  if (!scratch.defined() || scratch.scalar_type() != type) {
-    scratch = at::empty({layout.out, layout.in}, at::TensorOptions().dtype(type));
-  } else {
-    scratch.resize_({layout.out, layout.in});
-  }
-  const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
-  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    loader::DequantizeLinearWeightRows(weight, scratch, begin * kOutputsPerTask,
-                                       std::min(layout.out, end * kOutputsPerTask));
-  };
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  UnpackQuantizedWeight(weight, type, isa, scratch);
   const at::Tensor dense = type == x.scalar_type() ? scratch : scratch.to(x.scalar_type());
   // The unquantized model's own product for these rows (SmallBatchLinear up to 256 F32 rows
   // when the BLAS lacks AVX-512 sgemm, else BLAS / oneDNN).

@@ -50,6 +50,12 @@ bool UsesInt8Activations(const at::Tensor& weight);
 at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias);
 
+// The whole weight unpacked into `scratch` (resized; dtype float32 or BF16) by `isa`'s
+// unpacking (quantized_unpack.h; kNone: the loader's scalar one) on the kernels' helper threads:
+// bit for bit loader::DequantizeLinearWeight(weight, dtype) on every ISA.
+void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
+                           at::Tensor& scratch);
+
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (DetectQuantIsa), else the weight dequantized into the calling
 // thread's scratch buffer and ATen's linear.
