@@ -13,6 +13,7 @@
 #include "loader/quantized_weight.h"
 #include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
+#include "model/tensor_ops.h"
 
 namespace placer::bench {
 namespace {
@@ -65,9 +66,13 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
     bytes[schemes[s].name] = total;
   }
   nlohmann::json points = nlohmann::json::array();
-  for (int64_t rows : {1, 2, 4, 8, 16, 32}) {
+  for (int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128}) {
     std::vector<at::Tensor> inputs;
-    for (const at::Tensor& w : bf16) inputs.push_back(at::randn({rows, w.size(1)}).to(at::kBFloat16));
+    std::vector<at::Tensor> f32_inputs;
+    for (const at::Tensor& w : bf16) {
+      f32_inputs.push_back(at::randn({rows, w.size(1)}));
+      inputs.push_back(f32_inputs.back().to(at::kBFloat16));
+    }
     const auto each = [&](const std::function<void(size_t)>& product) {
       return [&, product] {
         for (size_t i = 0; i < bf16.size(); ++i) product(i);
@@ -86,19 +91,45 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
           model::QuantizedLinearKernel(inputs[i], packed[s][i], {}, isa);
         }), runs);
       }
+      // Prompt chunks: the weight unpacked into a reused buffer (the best ISA; "none" is the
+      // loader's scalar unpacking), then ATen's BF16 GEMM (oneDNN).
       at::Tensor scratch;
-      ways["dequantize_gemm"] = MedianMilliseconds(each([&](size_t i) {
-        at::linear(inputs[i], loader::DequantizeLinearWeight(packed[s][i], at::kBFloat16, &scratch));
-      }), runs);
+      for (model::QuantIsa isa : {model::DetectQuantIsa(), model::QuantIsa::kNone}) {
+        ways[std::string("unpack_") + model::QuantIsaName(isa) + "_gemm"] =
+            MedianMilliseconds(each([&](size_t i) {
+          model::UnpackQuantizedWeight(packed[s][i], at::kBFloat16, isa, scratch);
+          at::linear(inputs[i], scratch);
+        }), runs);
+      }
       point[std::string(schemes[s].name) + "_ms"] = ways;
+      // F32 rows (an F32 checkpoint under --quantize): the best ISA's kernels against the weight
+      // unpacked to float32 and placer's F32 Linear (its few-row kernels or sgemm).
+      nlohmann::json f32_ways;
+      f32_ways[model::QuantIsaName(isas.front())] = MedianMilliseconds(each([&](size_t i) {
+        model::QuantizedLinearKernel(f32_inputs[i], packed[s][i], {}, isas.front());
+      }), runs);
+      f32_ways["unpack_gemm"] = MedianMilliseconds(each([&](size_t i) {
+        model::UnpackQuantizedWeight(packed[s][i], at::kFloat, isas.front(), scratch);
+        model::Linear(f32_inputs[i], scratch);
+      }), runs);
+      point[std::string(schemes[s].name) + "_f32_ms"] = f32_ways;
     }
     points.push_back(point);
+  }
+  // Where the kernels stop and unpack + GEMM takes over, per scheme and row dtype.
+  nlohmann::json max_rows;
+  for (size_t s = 0; s < schemes.size(); ++s) {
+    const loader::PackedLayout layout = *loader::PackedLayoutOf(packed[s].front());
+    max_rows[schemes[s].name] = {
+        {"f32", model::QuantizedLinearMaxRows(model::DetectQuantIsa(), layout, at::kFloat)},
+        {"bf16", model::QuantizedLinearMaxRows(model::DetectQuantIsa(), layout, at::kBFloat16)}};
   }
   nlohmann::json isa_names = nlohmann::json::array();
   for (model::QuantIsa isa : isas) isa_names.push_back(model::QuantIsaName(isa));
   return {{"isas", isa_names},
           {"bf16_isa", model::Bf16IsaName(model::DetectBf16Isa())},
-          {"max_rows", model::QuantizedLinearMaxRows(model::DetectQuantIsa())},
+          {"max_rows", max_rows},
+          {"bf16_gemm_amx", model::BfloatGemmHasAmx()},
           {"threads", at::get_num_threads()},
           {"bytes_per_pass", bytes},
           {"runs", runs},

@@ -60,15 +60,36 @@ const char* QuantIsaName(QuantIsa isa) {
   return "none";
 }
 
-int64_t QuantizedLinearMaxRows(QuantIsa isa) {
-  // `placer-bench-model quantized-products --threads 2` (small preset's layers, BF16 rows, ms
-  // per pass, shared 2-core AVX-512 machine, noisy): the kernels beat dequantize + GEMM at every
-  // count measured, 1 to 32 rows, by 3-5x (int4 g32 at 32 rows: 34 AVX-512 / 63 AVX2 vs 219;
-  // int8: 38 / 65 vs 129). `placer-bench-model decode` of the small preset (F32, 2 threads):
-  // a 64-token prefill takes 125 ms in int4 through the kernels vs 327 ms dequantized, a
-  // 128-token one 216 ms (F32 unquantized: 209). Beyond 128 rows the kernels' cost keeps
-  // growing with the rows while dequantizing one weight costs the same for any chunk.
-  return isa == QuantIsa::kNone ? 0 : 128;
+bool BfloatGemmHasAmx() {
+  // ATen multiplies BF16 matrices on the CPU through oneDNN, whose JIT kernels take the AMX
+  // tiles where the CPU (and the kernel's XSAVE state) has them: a 64-row chunk of the small
+  // preset's layers in 19 ms, where the AVX-512 packed kernels take 45-78.
+  static const bool amx = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-tile") &&
+           at::hasMKLDNN();
+  }();
+  return amx;
+}
+
+int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
+                               at::ScalarType compute) {
+  // `placer-bench-model quantized-products --threads 2` (the small preset's layers, ms per
+  // pass; an AVX-512 + AMX Xeon, quiet): the kernels cost ~0.7 ms per row and group size,
+  // unpack + GEMM a nearly fixed cost (the unpack, ~5 ms, is ~0.1 ns per weight).
+  //   BF16 rows, AMX: at 16 rows kernels 12-21 vs unpack + GEMM 18-19; at 32, 24-38 vs 21-22.
+  //   F32 rows (unpack to float32, then placer's Linear: few-row kernels or sgemm): at 32 rows
+  //   groups of 32 take 38 vs 25, the others 22-25 vs 24-25; at 64, 75 vs 48 and 44-46 vs 47-48;
+  //   at 128 unpack + GEMM wins every scheme (74 vs 85-144).
+  // Elsewhere (AVX2; BF16 without AMX) the kernels keep chunks up to 128 rows, as measured
+  // before unpacking was vectorized (int4 64-token prefill of the small preset: 125 ms in the
+  // kernels against 327 dequantized).
+  if (isa == QuantIsa::kNone) return 0;
+  if (isa == QuantIsa::kAvx512) {
+    if (compute == at::kBFloat16 && BfloatGemmHasAmx()) return 16;
+    if (compute == at::kFloat) return layout.group_size <= 32 ? 32 : 64;
+  }
+  return 128;
 }
 
 bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -227,7 +248,8 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
   if (rows >= 1 && UsesInt8Activations(weight) && QuantizedLinearApplies(x, weight, bias)) {
     return QuantizedLinearInt8Activations(x, weight, bias);
   }
-  if (rows >= 1 && rows <= QuantizedLinearMaxRows(isa) && QuantizedLinearApplies(x, weight, bias)) {
+  if (rows >= 1 && QuantizedLinearApplies(x, weight, bias) &&
+      rows <= QuantizedLinearMaxRows(isa, *loader::PackedLayoutOf(weight), x.scalar_type())) {
     return QuantizedLinearKernel(x, weight, bias, isa);
   }
   if (!weight.device().is_cpu()) {

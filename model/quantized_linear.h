@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "loader/quantized_layout.h"
+
 namespace placer::model {
 
 enum class QuantIsa { kNone, kAvx2, kAvx512 };
@@ -25,8 +27,13 @@ QuantIsa DetectQuantIsa();                   // the best this CPU runs (checked 
 std::vector<QuantIsa> RunnableQuantIsas();   // every one it runs, best first
 const char* QuantIsaName(QuantIsa isa);
 
-// Rows up to which the kernels are used; more go to dequantize + GEMM.
-int64_t QuantizedLinearMaxRows(QuantIsa isa);
+// Rows up to which the kernels are used for a weight of `layout` and rows of dtype `compute`
+// (float32 or BF16); more are unpacked into a scratch buffer for the GEMM of that dtype. Decode
+// steps (up to --max-batch-size rows, 8 by default) stay with the kernels everywhere.
+int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
+                               at::ScalarType compute);
+// Whether ATen's BF16 GEMM runs on AMX tiles here (what makes unpack + GEMM pay from 16 rows).
+bool BfloatGemmHasAmx();
 
 // True when weight is a packed weight in host memory, x ([..., in]) float32 or BF16 on the
 // CPU with `in` matching, and bias undefined or a contiguous [out] float32 / BF16.

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "loader/quantized_weight.h"
+#include "model/tensor_ops.h"
 
 namespace placer::model {
 namespace {
@@ -140,7 +141,9 @@ TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
   for (int bits : {8, 4}) {
     const at::Tensor packed = Pack(bits, 70, 128, 32, 3);
     const at::Tensor x = Random({3, 50, 128}, 4);  // 150 rows: beyond the kernels
-    ASSERT_GT(150, QuantizedLinearMaxRows(DetectQuantIsa()));
+    for (at::ScalarType compute : {at::kFloat, at::kBFloat16}) {
+      ASSERT_GT(150, QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), compute));
+    }
     const at::Tensor y = QuantizedLinear(x, packed, at::Tensor());
     ASSERT_EQ(y.sizes(), (at::IntArrayRef{3, 50, 70}));
     ExpectMatchesFloat64(y.reshape({150, 70}), x.reshape({150, 128}), packed, at::Tensor(), 1e-5);
@@ -157,6 +160,26 @@ TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
     const at::Tensor small = Pack(bits, 9, 64, 32, 5);
     const at::Tensor xs = Random({140, 64}, 6);
     ExpectMatchesFloat64(QuantizedLinear(xs, small, at::Tensor()), xs, small, at::Tensor(), 1e-5);
+  }
+}
+
+TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
+  if (DetectQuantIsa() == QuantIsa::kNone) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+  for (auto [bits, group] : {std::pair<int, int64_t>{4, 32}, {4, 128}, {8, 256}}) {
+    const at::Tensor packed = Pack(bits, 40, 256, group, 7);
+    const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
+    for (at::ScalarType compute : {at::kFloat, at::kBFloat16}) {
+      const int64_t max_rows = QuantizedLinearMaxRows(DetectQuantIsa(), layout, compute);
+      SCOPED_TRACE(testing::Message() << "bits " << bits << " group " << group << " "
+                                      << at::toString(compute) << " max rows " << max_rows);
+      ASSERT_GE(max_rows, 16);  // a decode step of --max-batch-size 8 (and twice that) stays exact
+      const at::Tensor at_limit = Random({max_rows, 256}, 8).to(compute);
+      EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()),
+                            QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa())));
+      const at::Tensor beyond = Random({max_rows + 1, 256}, 9).to(compute);
+      const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
+      EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()), Linear(beyond, dense)));
+    }
   }
 }
 
