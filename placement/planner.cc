@@ -38,13 +38,28 @@ absl::Status DoesNotFit(const Failure& failure, const PlacementUnits& units,
   std::uint64_t room = 0;
   bool has_disk = false;
   std::vector<std::string> names;
+  // What each device holds back, so that a budget that looks large enough next to the model
+  // ("cpu hold 0 B" beside --max-memory cpu=2GiB) says where it went and which flags lower it.
+  std::vector<std::string> reserves;
   for (std::size_t d = 0; d < budgets.size(); ++d) {
     if (budgets[d].limit_bytes == 0) continue;
     names.push_back(budgets[d].info.device.Name());
     has_disk = has_disk || budgets[d].info.device.kind == DeviceKind::kDisk;
-    std::uint64_t held = roles.runs_blocks[d] ? options.activation_reserve_bytes : 0;
-    if (static_cast<int>(d) == roles.execution) held += reserve.staging;
+    const std::uint64_t activations = roles.runs_blocks[d] ? options.activation_reserve_bytes : 0;
+    const std::uint64_t staging = static_cast<int>(d) == roles.execution ? reserve.staging : 0;
+    const std::uint64_t held = activations + staging;
     room += budgets[d].limit_bytes > held ? budgets[d].limit_bytes - held : 0;
+    if (held == 0) continue;
+    std::vector<std::string> parts;
+    if (activations > 0) {
+      parts.push_back(absl::StrCat(FormatBytes(activations),
+                                   " for activations (a prefill of --max-batch-size x "
+                                   "--max-seq-len tokens: lower either to shrink it)"));
+    }
+    if (staging > 0) parts.push_back(absl::StrCat(FormatBytes(staging), " for staging offloaded blocks"));
+    reserves.push_back(absl::StrCat(budgets[d].info.device.Name(), " (budget ",
+                                    FormatBytes(budgets[d].limit_bytes), ") holds back ",
+                                    absl::StrJoin(parts, " and ")));
   }
   const std::uint64_t short_total = need > room ? need - room : 0;
   const std::uint64_t short_block =
@@ -57,7 +72,8 @@ absl::Status DoesNotFit(const Failure& failure, const PlacementUnits& units,
       failure.most_room_device.empty() ? "no device" : failure.most_room_device,
       "); weights and KV cache need ", FormatBytes(need), " in all and ",
       absl::StrJoin(names, ", "), " hold ", FormatBytes(room),
-      " after reserves: short by ", short_by, " bytes (", FormatBytes(short_by), ")"));
+      " after reserves: short by ", short_by, " bytes (", FormatBytes(short_by), ")",
+      reserves.empty() ? "" : absl::StrCat("; reserves: ", absl::StrJoin(reserves, "; "))));
 }
 
 // Reasons were recorded per placed block; report them per device-map key.

@@ -13,6 +13,7 @@ namespace placer::placement {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::BuildTree;
 using testing::Budgets;
 using testing::Bytes;
@@ -257,6 +258,27 @@ TEST(PlannerTest, DoesNotFitSaysByHowManyBytes) {
 
   absl::StatusOr<Plan> no_disk = PlanPlacement(tree, Budgets({{"cpu", 10}}), {});
   EXPECT_THAT(no_disk.status().message(), HasSubstr("no --offload-dir"));
+}
+
+// A budget larger than the model that still holds nothing: the refusal says which reserve took
+// the room and which flags lower it (placer plan --devices cuda:0=100MiB,cpu=2GiB on the small
+// preset once read "cpu hold 0 B after reserves" and nothing more).
+TEST(PlannerTest, DoesNotFitNamesTheReservesThatTookTheRoom) {
+  const ModuleTree tree = BuildTree(DecoderSpec(4, 10, 10, 10));  // 61 bytes
+  PlanOptions options;
+  options.activation_reserve_bytes = 2000;
+  absl::StatusOr<Plan> plan = PlanPlacement(tree, Budgets({{"cpu", 1500}}), options);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("cpu hold 0 B after reserves"));
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("reserves: cpu (budget 1.46 KiB) holds back 1.95 KiB for activations"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("--max-batch-size"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("--max-seq-len"));
+
+  // Nothing held back: no clause about it.
+  absl::StatusOr<Plan> plain = PlanPlacement(tree, Budgets({{"cpu", 10}}), {});
+  ASSERT_FALSE(plain.ok());
+  EXPECT_THAT(plain.status().message(), Not(HasSubstr("holds back")));
 }
 
 TEST(PlannerTest, UnlistedDevicesAreNotUsed) {
