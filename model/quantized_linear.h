@@ -1,8 +1,9 @@
 // x @ W^T + bias where W is a packed quantized weight (loader/quantized_layout.h), read in its
 // packed bytes: a decode step's few rows go through kernels that decode each block in
 // registers and multiply it with every row while it is there (never a float copy of the
-// weight); more rows (prompt chunks) dequantize one weight at a time into a per-thread scratch
-// buffer that is reused, then run ATen's GEMM in the compute dtype.
+// weight); more rows (prompt chunks, QuantizedLinearMaxRows) unpack one weight at a time into a
+// per-thread scratch buffer that is reused (quantized_unpack.h), then run the compute dtype's
+// GEMM (oneDNN for BF16, on AMX tiles where the CPU has them; sgemm for F32).
 //
 // The kernels compute each block as s · (q · x) + m · (sum of x) in float32 — the weight
 // loader::DequantizeLinearWeight gives, fma(q, s, m), factored so a weight costs one
