@@ -150,21 +150,30 @@ TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
   const nlohmann::json products =
       Json(absl::StrCat(PLACER_BENCH_MODEL_PATH, " quantized-products --threads 1 --runs 1"));
   if (products.is_discarded()) return;
-  ASSERT_EQ(products["points"].size(), 6u) << products.dump();  // 1, 2, 4, ... 32 rows
+  ASSERT_EQ(products["points"].size(), 8u) << products.dump();  // 1, 2, 4, ... 128 rows
   // 8 layers of q, k, v, o, gate, up, down in BF16; int4 packs g inputs in 8 + g / 2 bytes.
   const int64_t elements = 8 * (2 * 768 * 768 + 2 * 256 * 768 + 3 * 2048 * 768);
   EXPECT_EQ(products["bytes_per_pass"]["bf16"], elements * 2);
   EXPECT_EQ(products["bytes_per_pass"]["int4_g128"], elements / 128 * (8 + 64));
   EXPECT_EQ(products["bytes_per_pass"]["int4_g32"], elements / 32 * (8 + 16));
   ASSERT_FALSE(products["isas"].empty());
+  const std::string best = products["isas"][0].get<std::string>();
   for (const nlohmann::json& point : products["points"]) {
     EXPECT_GT(point["bf16_ms"]["placer"].get<double>(), 0);
     EXPECT_GT(point["bf16_ms"]["aten"].get<double>(), 0);
-    for (const char* scheme : {"int8_ms", "int4_g32_ms", "int4_g128_ms"}) {
-      EXPECT_GT(point[scheme]["dequantize_gemm"].get<double>(), 0) << scheme;
+    for (const std::string scheme : {"int8", "int4_g32", "int4_g128"}) {
+      const nlohmann::json& bf16_rows = point[scheme + "_ms"];
+      EXPECT_GT(bf16_rows["unpack_" + best + "_gemm"].get<double>(), 0) << scheme;
+      EXPECT_GT(bf16_rows["unpack_none_gemm"].get<double>(), 0) << scheme;
       for (const nlohmann::json& isa : products["isas"]) {
-        EXPECT_GT(point[scheme][isa.get<std::string>()].get<double>(), 0) << scheme << " " << isa;
+        EXPECT_GT(bf16_rows[isa.get<std::string>()].get<double>(), 0) << scheme << " " << isa;
       }
+      const nlohmann::json& f32_rows = point[scheme + "_f32_ms"];
+      EXPECT_GT(f32_rows[best].get<double>(), 0) << scheme;
+      EXPECT_GT(f32_rows["unpack_gemm"].get<double>(), 0) << scheme;
+      // Where the kernels hand over: never below a decode step of 16 rows.
+      EXPECT_GE(products["max_rows"][scheme]["f32"].get<int64_t>(), 16) << scheme;
+      EXPECT_GE(products["max_rows"][scheme]["bf16"].get<int64_t>(), 16) << scheme;
     }
   }
 }
