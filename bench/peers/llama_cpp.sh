@@ -21,11 +21,26 @@ cmd=${1:?usage: llama_cpp.sh build|gguf|quantize|bench BUILD_DIR ...}
 build_dir=${2:?BUILD_DIR}
 root="$build_dir/llama.cpp"
 
-# The build directory is named after the CPU's model and flags, so each CPU gets its own.
+# The build directory is named after the CPU's model and flags (and the arch flags below), so
+# each CPU gets its own.
 cpu_build_dir() {
   local key
-  key=$( (grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo) | sha256sum | cut -c1-12)
+  key=$( (grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; arch_flags) |
+    sha256sum | cut -c1-12)
   echo "$root/build-$key"
+}
+
+# GGML_NATIVE (-march=native), except on CPUs with AMX: there v0.5.0's AMX kernels (compiled in
+# when the compiler sees AMX-INT8) die with SIGILL on their first `tilezero` in a Q8_0 matrix
+# product (seen on a KVM Xeon whose AMX oneDNN uses without trouble), so llama.cpp is built for
+# the same CPU minus AMX: its AVX-512 / VNNI / BF16 kernels, as on the CPUs without AMX.
+NO_AMX="-march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+arch_flags() {  # one cmake argument per line
+  if grep -m1 '^flags' /proc/cpuinfo | grep -qw amx_tile; then
+    printf '%s\n' -DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX"
+  else
+    echo -DGGML_NATIVE=ON
+  fi
 }
 
 fetch_source() {
@@ -42,7 +57,9 @@ build() {
   local out
   out=$(cpu_build_dir)
   if [[ ! -x "$out/bin/llama-bench" ]]; then
-    cmake -S "$root/src" -B "$out" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    local flags
+    mapfile -t flags < <(arch_flags)
+    cmake -S "$root/src" -B "$out" -DCMAKE_BUILD_TYPE=Release "${flags[@]}" \
       -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DLLAMA_CURL=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$out.configure.log" 2>&1 ||
       { tail -20 "$out.configure.log" >&2; exit 1; }
