@@ -37,6 +37,12 @@ void PrintModelInfo(const placer::v1::ModelInfo& info) {
     std::cout << "architecture: " << info.architecture() << "\n"
               << "parameters:   " << info.parameter_count() << "\n"
               << "dtype:        " << info.dtype() << "\n";
+    if (!info.compute_dtype().empty()) std::cout << "compute:      " << info.compute_dtype() << "\n";
+  }
+  if (info.has_quantization()) {
+    // The summary names its source ("--quantize int4 ...", "checkpoint GPTQ ...").
+    std::cout << "quantized:    " << info.quantization().summary() << " (activations "
+              << info.quantization().activations() << ")\n";
   }
   std::cout << "server:       placerd " << info.server_version() << "\n";
   if (info.devices_size() > 0) {

@@ -113,6 +113,18 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
         module, hf_device.is_string() ? hf_device.get<std::string>() : hf_device.dump());
   }
   snapshot.accounting = accounting;
+  if (const auto& prequantized = checkpoint->config().quantization) {
+    snapshot.quantization.source = "checkpoint";
+    snapshot.quantization.summary =
+        placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype);
+  } else if (plan.sizing.quantize.enabled()) {
+    snapshot.quantization.source = "--quantize";
+    snapshot.quantization.summary = placement::QuantizationSummary(plan);
+  }
+  if (!snapshot.quantization.source.empty()) {
+    snapshot.quantization.activations =
+        plan.sizing.quantize.int8_activations && model::Int8ActivationKernelRuns() ? "int8" : "float";
+  }
   snapshot.offload_execution = {placement::OffloadExecutionName(plan),
                                 plan.execution_device.Name(), plan.execution_reason,
                                 static_cast<uint32_t>(plan.staging_slots), offloaded};

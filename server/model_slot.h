@@ -54,6 +54,11 @@ struct ModelSnapshot {
     std::vector<std::string> blocks;
   };
   OffloadExecution offload_execution;  // where blocks off the GPUs run (the plan's choice)
+  struct Quantization {
+    std::string source;  // "" (nothing quantized), "checkpoint" or "--quantize"
+    std::string summary, activations;
+  };
+  Quantization quantization;
   // What the plan was sized for and the engine must run within (set when ready).
   placement::ServingLimits limits;
   std::shared_ptr<const model::CausalLm> model;  // set when state is kReady

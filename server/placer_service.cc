@@ -146,6 +146,12 @@ grpc::Status PlacerService::GetModelInfo(grpc::ServerContext* context,
     out->set_staging_slots(execution.staging_slots);
     out->set_reason(execution.reason);
     for (const std::string& block : execution.blocks) out->add_blocks(block);
+    if (!model->quantization.source.empty()) {
+      v1::Quantization* quantization = response->mutable_quantization();
+      quantization->set_source(model->quantization.source);
+      quantization->set_summary(model->quantization.summary);
+      quantization->set_activations(model->quantization.activations);
+    }
   }
   for (const ModelSnapshot::DeviceFigures& figures : model->devices) {
     v1::DeviceInfo* device = response->add_devices();

@@ -59,6 +59,7 @@ TEST_F(DtypeAuto, ServesTheCheckpointsDtypeAndSaysSo) {
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->dtype(), c.stored);
     EXPECT_EQ(info->compute_dtype(), c.computed);
+    EXPECT_FALSE(info->has_quantization()) << info->quantization().DebugString();
     EXPECT_NE(daemon.Log().find(c.log), std::string::npos) << daemon.Log();
     v1::ForwardRequest forward;
     for (int token : {4, 8, 15}) forward.add_token_ids(token);

@@ -49,13 +49,18 @@ class Prequantized : public ::testing::TestWithParam<Format> {
   std::string model() const { return (dir_ / "model").string(); }
   std::string reference() const { return (dir_ / "reference").string(); }
 
-  // Greedy tokens after a fixed prompt from a placerd serving `checkpoint`; its log in `log`.
-  std::vector<int32_t> GreedyTokens(const std::string& checkpoint, std::string* log) {
+  // Greedy tokens after a fixed prompt from a placerd serving `checkpoint`; its log in `log`,
+  // its GetModelInfo in `info`.
+  std::vector<int32_t> GreedyTokens(const std::string& checkpoint, std::string* log,
+                                    v1::ModelInfo* info) {
     const StartedDaemon ports = PickPorts();
     DaemonProcess daemon(DaemonArgs(ports, {"--model", checkpoint, "--max-seq-len", "64",
                                             "--max-batch-size", "2"}));
     EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
     client::PlacerClient client({ports.target(), seconds(20)});
+    const absl::StatusOr<v1::ModelInfo> model_info = client.GetModelInfo();
+    EXPECT_TRUE(model_info.ok()) << model_info.status();
+    if (model_info.ok()) *info = *model_info;
     v1::GenerateRequest request;
     for (int id : {1, 50, 60, 7, 120, 33}) request.add_prompt_token_ids(id);
     request.mutable_params()->set_max_new_tokens(12);
@@ -74,12 +79,19 @@ class Prequantized : public ::testing::TestWithParam<Format> {
 
 TEST_P(Prequantized, ServesTheGreedyTokensOfItsDequantizedReference) {
   std::string log, reference_log;
-  const std::vector<int32_t> tokens = GreedyTokens(model(), &log);
-  const std::vector<int32_t> want = GreedyTokens(reference(), &reference_log);
+  v1::ModelInfo info, reference_info;
+  const std::vector<int32_t> tokens = GreedyTokens(model(), &log, &info);
+  const std::vector<int32_t> want = GreedyTokens(reference(), &reference_log, &reference_info);
   ASSERT_EQ(tokens.size(), 12u) << log;
   EXPECT_EQ(tokens, want) << log;
   EXPECT_NE(log.find("Quantized: checkpoint " + GetParam().description), std::string::npos) << log;
   EXPECT_EQ(reference_log.find("Quantized:"), std::string::npos) << reference_log;
+  // GetModelInfo says the same as the start log; the dequantized reference is not quantized.
+  EXPECT_EQ(info.quantization().source(), "checkpoint");
+  EXPECT_EQ(info.quantization().summary().rfind("checkpoint " + GetParam().description, 0), 0u)
+      << info.quantization().summary();
+  EXPECT_EQ(info.quantization().activations(), "float");
+  EXPECT_FALSE(reference_info.has_quantization()) << reference_info.DebugString();
 }
 
 uint64_t CpuWeights(const nlohmann::json& plan) {

@@ -144,6 +144,13 @@ TEST_F(Quantize, QuantizeLmHeadPlansAndServesTheHeadPacked) {
   EXPECT_NE(daemon.Log().find("lm_head int8 (one scale per output channel)"), std::string::npos)
       << daemon.Log();
   client::PlacerClient client({ports.target(), seconds(20)});
+  // GetModelInfo says what is quantized, in the plan's words.
+  const absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_TRUE(info->has_quantization());
+  EXPECT_EQ(info->quantization().source(), "--quantize");
+  EXPECT_EQ(info->quantization().summary(), head.at("quantize").at("summary").get<std::string>());
+  EXPECT_EQ(info->quantization().activations(), "float");
   v1::GenerateRequest request;
   for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);
   request.mutable_params()->set_max_new_tokens(4);
@@ -173,6 +180,9 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
             std::string::npos)
       << daemon.Log();
   client::PlacerClient client({ports.target(), seconds(20)});
+  const absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->quantization().activations(), vnni ? "int8" : "float");
   v1::GenerateRequest request;
   for (int id : {3, 9, 27, 81}) request.add_prompt_token_ids(id);
   request.mutable_params()->set_max_new_tokens(5);
