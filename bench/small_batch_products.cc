@@ -12,6 +12,7 @@
 
 #include "base/openblas_core.h"
 #include "model/causal_lm.h"
+#include "model/prompt_chunk_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
@@ -80,6 +81,11 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
            model::SmallBatchLinear(inputs[i], out_in[i], {}, isa);
          }), runs)},
         {"sgemm", MedianMilliseconds(each([&](size_t i) { at::linear(inputs[i], out_in[i]); }), runs)}};
+    if (model::PromptChunkLinearRuns() && !force_avx2) {
+      point["out_in_ms"]["prompt_chunk"] = MedianMilliseconds(each([&](size_t i) {
+        model::PromptChunkLinear(inputs[i], out_in[i], {});
+      }), runs);
+    }
     if (rows <= kMostGemvRows) {
       point["out_in_ms"]["gemv_per_row"] = MedianMilliseconds(each([&](size_t i) {
         for (int64_t r = 0; r < rows; ++r) at::mv(out_in[i], inputs[i][r]);

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "loader/quantized_weight.h"
+#include "model/prompt_chunk_linear.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpack.h"
 #include "model/quantized_vnni.h"
@@ -81,12 +82,16 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   //   F32 rows (unpack to float32, then placer's Linear: few-row kernels or sgemm): at 32 rows
   //   groups of 32 take 38 vs 25, the others 22-25 vs 24-25; at 64, 75 vs 48 and 44-46 vs 47-48;
   //   at 128 unpack + GEMM wins every scheme (74 vs 85-144).
+  //   With the prompt-chunk kernel (prompt_chunk_linear.h) taking F32 chunks of 33-128 rows
+  //   (same tool, same CPU): at 16 rows groups of 32 take 18 vs 14, at 32 rows int8 and groups
+  //   of 128 21-23 vs 21-21, at 64 40-46 vs 34-35 (groups of 32: 76 vs 36).
   // Elsewhere (AVX2; BF16 without AMX) the kernels keep chunks up to 128 rows, as measured
   // before unpacking was vectorized (int4 64-token prefill of the small preset: 125 ms in the
   // kernels against 327 dequantized).
   if (isa == QuantIsa::kNone) return 0;
   if (isa == QuantIsa::kAvx512) {
     if (compute == at::kBFloat16 && BfloatGemmHasAmx()) return 16;
+    if (compute == at::kFloat && PromptChunkLinearRuns()) return layout.group_size <= 32 ? 16 : 32;
     if (compute == at::kFloat) return layout.group_size <= 32 ? 32 : 64;
   }
   return 128;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/quantized_weight.h"
+#include "model/prompt_chunk_linear.h"
 #include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
@@ -43,6 +44,9 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   if (rows >= 1 && rows <= SmallBatchLinearMaxRows(isa) &&
       SmallBatchLinearApplies(x, weight, bias)) {
     return SmallBatchLinear(x, weight, bias, isa);
+  }
+  if (PromptChunkLinearTakes(rows) && SmallBatchLinearApplies(x, weight, bias)) {
+    return PromptChunkLinear(x, weight, bias);
   }
   const bool plain_bias = !bias.defined() || bias.dim() == 1;
   const bool gemv_able = rows >= 1 && plain_bias && weight.dim() == 2 && x.device().is_cpu() &&

@@ -120,6 +120,11 @@ TEST_F(BenchTools, ProductsTimesEveryRowCountEachWay) {
     for (const char* way : {"placer", "sgemm"}) {
       EXPECT_GT(point["out_in_ms"][way].get<double>(), 0) << way << " at " << previous_rows;
     }
+    // The prompt-chunk kernel wherever this CPU runs it.
+    EXPECT_EQ(point["out_in_ms"].contains("prompt_chunk"), products["isa"] == "avx512");
+    if (products["isa"] == "avx512") {
+      EXPECT_GT(point["out_in_ms"]["prompt_chunk"].get<double>(), 0) << previous_rows;
+    }
     // One gemv per row only where it could compete.
     EXPECT_EQ(point["out_in_ms"].contains("gemv_per_row"), previous_rows <= 64) << previous_rows;
     if (previous_rows <= 64) {

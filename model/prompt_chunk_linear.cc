@@ -1,0 +1,162 @@
+#include "model/prompt_chunk_linear.h"
+
+#include <ATen/Parallel.h>
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and warn about it themselves
+// (maybe-uninitialized, GCC bug 105593, fixed in GCC 13) wherever they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "model/spinning_workers.h"
+
+namespace placer::model {
+namespace {
+
+// Input rows per transposed block: 4 vectors of 16.
+constexpr int64_t kBlockRows = 64;
+// Weight rows per unit of parallel work: a multiple of every tile's row count (6, 8, 12, 24),
+// and small enough that a thread's rows stay in its L2 from one block of inputs to the next.
+constexpr int64_t kWeightRowsPerTask = 48;
+// Past this many rows sgemm's copy of the weight is spread over enough rows to win
+// (`placer-bench-model products`, bench/analysis.md).
+constexpr int64_t kMostRows = 128;
+
+// The rows [0, rows) of x ([rows, in]) as [in][64], zeros past `rows` (at most 64).
+__attribute__((target("avx512f"))) void TransposeBlock(const float* x, int64_t in, int64_t rows,
+                                                       float* xt) {
+  const __m512i offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(in)));
+  for (int64_t first = 0; first < kBlockRows; first += 16) {
+    const int64_t valid = std::clamp<int64_t>(rows - first, 0, 16);
+    if (valid == 0) {
+      for (int64_t k = 0; k < in; ++k) _mm512_store_ps(xt + k * kBlockRows + first, _mm512_setzero_ps());
+      continue;
+    }
+    const auto mask = static_cast<__mmask16>(valid == 16 ? 0xFFFF : (1u << valid) - 1);
+    const float* base = x + first * in;
+    for (int64_t k = 0; k < in; ++k) {
+      _mm512_store_ps(xt + k * kBlockRows + first,
+                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, offsets, base + k, 4));
+    }
+  }
+}
+
+// T weight rows (w, w + in, ...) times the J x 16 input rows of one transposed block, written
+// to y[r * out + t] for the block's first `rows` rows. Each output is a chain of multiply-adds
+// over k = 0 .. in-1 from zero, then + bias: the same arithmetic whatever J and T are.
+template <int J, int T>
+__attribute__((target("avx512f"), always_inline)) inline void Tile(const float* xt,
+                                                                    const float* w, int64_t in,
+                                                                    int64_t out, int64_t rows,
+                                                                    const float* bias, float* y) {
+  __m512 acc[T][J];
+  _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) acc[t][j] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < in; ++k) {
+    __m512 xv[J];
+    _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
+      xv[j] = _mm512_load_ps(xt + k * kBlockRows + 16 * j);
+    }
+    _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
+      const __m512 wt = _mm512_set1_ps(w[t * in + k]);
+      _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
+        acc[t][j] = _mm512_fmadd_ps(wt, xv[j], acc[t][j]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const float b = bias != nullptr ? bias[t] : 0.0f;
+    for (int j = 0; j < J; ++j) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[t][j]);
+      const int64_t valid = std::min<int64_t>(16, rows - 16 * j);
+      for (int64_t l = 0; l < valid; ++l) y[(16 * j + l) * out + t] = lanes[l] + b;
+    }
+  }
+}
+
+struct Operands {
+  const float* xt;      // [blocks][in][64]
+  const float* weight;  // [out, in]
+  const float* bias;    // [out] or null
+  float* y;             // [rows, out]
+  int64_t rows, in, out;
+};
+
+// Weight rows [n0, n1) against every block. The tile keeps 24 accumulators whatever J is, in
+// 24 + J + 1 of the 32 vector registers.
+template <int J>
+__attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& op, int64_t block,
+                                                               int64_t n0, int64_t n1) {
+  constexpr int T = 24 / J;
+  const float* xt = op.xt + block * op.in * kBlockRows;
+  const int64_t rows = std::min(kBlockRows, op.rows - block * kBlockRows);
+  float* y = op.y + block * kBlockRows * op.out;
+  const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
+  int64_t n = n0;
+  for (; n + T <= n1; n += T) {
+    Tile<J, T>(xt, op.weight + n * op.in, op.in, op.out, rows, bias(n), y + n);
+  }
+  for (; n < n1; ++n) Tile<J, 1>(xt, op.weight + n * op.in, op.in, op.out, rows, bias(n), y + n);
+}
+
+void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
+  const int64_t blocks = (op.rows + kBlockRows - 1) / kBlockRows;
+  for (int64_t block = 0; block < blocks; ++block) {
+    switch ((std::min(kBlockRows, op.rows - block * kBlockRows) + 15) / 16) {
+      case 1: WeightRowsAgainstBlock<1>(op, block, n0, n1); break;
+      case 2: WeightRowsAgainstBlock<2>(op, block, n0, n1); break;
+      case 3: WeightRowsAgainstBlock<3>(op, block, n0, n1); break;
+      default: WeightRowsAgainstBlock<4>(op, block, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace
+
+bool PromptChunkLinearRuns() { return DetectVectorIsa() == VectorIsa::kAvx512; }
+
+bool PromptChunkLinearTakes(int64_t rows) {
+  return PromptChunkLinearRuns() && rows > SmallBatchLinearMaxRows(VectorIsa::kAvx512) &&
+         rows <= kMostRows;
+}
+
+at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
+  TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "PromptChunkLinear: unsupported operands");
+  const int64_t in = weight.size(1);
+  const int64_t out = weight.size(0);
+  const at::Tensor flat = x.reshape({-1, in}).contiguous();
+  const int64_t rows = flat.size(0);
+  at::Tensor y = at::empty({rows, out}, flat.options());
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = out;
+  if (rows == 0 || out == 0) return y.view(shape);
+  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+  // ATen's CPU allocator aligns to 64 bytes: every [in][64] row of the blocks is aligned.
+  at::Tensor transposed = at::empty({blocks, in, kBlockRows}, flat.options());
+  for (int64_t block = 0; block < blocks; ++block) {
+    TransposeBlock(flat.data_ptr<float>() + block * kBlockRows * in, in,
+                   std::min(kBlockRows, rows - block * kBlockRows),
+                   transposed.data_ptr<float>() + block * in * kBlockRows);
+  }
+  const Operands op{transposed.data_ptr<float>(), weight.data_ptr<float>(),
+                    bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
+                    rows, in, out};
+  const int64_t tasks = (out + kWeightRowsPerTask - 1) / kWeightRowsPerTask;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    WeightRows(op, begin * kWeightRowsPerTask, std::min(out, end * kWeightRowsPerTask));
+  };
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  return y.view(shape);
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,36 @@
+// x @ weight^T over float32 [out, in] weights for prompt chunks: many rows at once, without
+// copying the weight.
+//
+// sgemm packs (copies) the whole weight on every call: for a 64-row chunk that copy costs
+// about as much as the multiplication (bench/analysis.md). The few-row kernels
+// (small_batch_linear.h) read the weight in place but take dot products, whose lane sums and
+// input loads keep them near half the FMA peak. Here the chunk's rows, not the weight, are
+// rearranged: transposed into [in][64] blocks (a few microseconds), so a register tile of 6
+// weight rows x 64 input rows needs one broadcast weight value and 4 input vectors per 24
+// multiply-adds, and every output is one chain of multiply-adds over `in` in order.
+//
+// Batch invariance: an output depends only on its input row and weight row (its chain does not
+// see the other rows of the call, their count or its position), so a row gets the same result
+// in any call of this kernel, alone or batched, with any thread count. It is not bit for bit
+// the few-row kernels' result: a row keeps one path as long as its batch stays on one side of
+// SmallBatchLinearMaxRows.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "model/small_batch_linear.h"
+
+namespace placer::model {
+
+// True when this CPU runs the kernel (AVX-512F).
+bool PromptChunkLinearRuns();
+
+// True when Linear should use the kernel for `rows` input rows: where it runs and the few-row
+// kernels stop (rows > SmallBatchLinearMaxRows(DetectVectorIsa())).
+bool PromptChunkLinearTakes(int64_t rows);
+
+// x @ weight^T + bias. Requires PromptChunkLinearRuns() and SmallBatchLinearApplies(x, weight,
+// bias) (weight [out, in]); any number of rows. Threads: SpinningWorkers, as SmallBatchLinear.
+at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+}  // namespace placer::model

@@ -1,0 +1,115 @@
+// The prompt-chunk kernel behind Linear for float32 [out, in] weights: the same products as a
+// float64 reference for every block and tile remainder (bias or not), a row's result bit for
+// bit the same in any call of the kernel (alone, batched, shuffled, any thread count), and
+// Linear handing it exactly the row counts it takes.
+#include "model/prompt_chunk_linear.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "model/tensor_ops.h"
+
+namespace placer::model {
+namespace {
+
+class PromptChunkLinearTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!PromptChunkLinearRuns()) GTEST_SKIP() << "this CPU lacks AVX-512";
+    at::manual_seed(7);
+  }
+};
+
+// |y - ref| within float32 rounding of a chain of `in` products, scaled by their magnitude.
+void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w,
+                          const at::Tensor& b, const std::string& what) {
+  at::Tensor want = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
+  if (b.defined()) want = want + b.to(at::kDouble);
+  const at::Tensor scale = at::matmul(x.abs().to(at::kDouble), w.abs().to(at::kDouble).t()) + 1;
+  const double worst = ((y.to(at::kDouble) - want).abs() / scale).max().item<double>();
+  EXPECT_LT(worst, 1e-5) << what;
+}
+
+TEST_F(PromptChunkLinearTest, MatchesFloat64ForEveryBlockAndTileRemainder) {
+  // Rows: one partial vector, each partial block of 1-4 vectors, whole blocks, a block and a
+  // row; outs: below, at and past each tile's 6 / 8 / 12 / 24 rows and a task's 48.
+  for (int64_t rows : {1, 15, 17, 33, 49, 64, 65, 130}) {
+    for (int64_t in : {1, 16, 17, 200}) {
+      for (int64_t out : {1, 5, 7, 25, 49, 100}) {
+        for (bool with_bias : {false, true}) {
+          const at::Tensor x = at::randn({rows, in});
+          const at::Tensor w = at::randn({out, in});
+          const at::Tensor b = with_bias ? at::randn({out}) : at::Tensor();
+          const at::Tensor y = PromptChunkLinear(x, w, b);
+          const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                                   " out " + std::to_string(out) + (with_bias ? " bias" : "");
+          ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out})) << what;
+          ExpectMatchesFloat64(y, x, w, b, what);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(PromptChunkLinearTest, ARowIsTheSameAloneInAnyBatchAndWithAnyThreads) {
+  const at::Tensor x = at::randn({150, 300});
+  const at::Tensor w = at::randn({205, 300});
+  const at::Tensor b = at::randn({205});
+  const at::Tensor batch = PromptChunkLinear(x, w, b);
+  for (int64_t r : {0, 15, 16, 63, 64, 100, 149}) {
+    EXPECT_TRUE(at::equal(PromptChunkLinear(x.slice(0, r, r + 1), w, b)[0], batch[r]))
+        << "row " << r << " alone vs in the batch";
+    // The row inside a shorter call, at another position, in another block size.
+    const int64_t first = std::max<int64_t>(0, r - 40);
+    EXPECT_TRUE(at::equal(PromptChunkLinear(x.slice(0, first, r + 1), w, b)[r - first], batch[r]))
+        << "row " << r << " in rows " << first << ".." << r;
+  }
+  const at::Tensor order = at::randperm(150);
+  const at::Tensor shuffled = PromptChunkLinear(x.index_select(0, order), w, b);
+  EXPECT_TRUE(at::equal(shuffled, batch.index_select(0, order)));
+  const int threads = at::get_num_threads();
+  at::set_num_threads(threads == 1 ? 2 : 1);
+  const at::Tensor other_threads = PromptChunkLinear(x, w, b);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(at::equal(other_threads, batch));
+}
+
+TEST_F(PromptChunkLinearTest, KeepsTheLeadingShapeAndTakesStridedInput) {
+  const at::Tensor w = at::randn({24, 16});
+  const at::Tensor x = at::randn({2, 40, 16});
+  const at::Tensor y = PromptChunkLinear(x, w, {});
+  ASSERT_EQ(y.sizes(), (at::IntArrayRef{2, 40, 24}));
+  ExpectMatchesFloat64(y.view({80, 24}), x.view({80, 16}), w, {}, "leading shape");
+  const at::Tensor strided = at::randn({16, 70}).t();  // [70, 16], not contiguous
+  ASSERT_FALSE(strided.is_contiguous());
+  ExpectMatchesFloat64(PromptChunkLinear(strided, w, {}), strided, w, {}, "strided");
+  EXPECT_EQ(PromptChunkLinear(at::randn({0, 16}), w, {}).sizes(), (at::IntArrayRef{0, 24}));
+}
+
+TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit) {
+  const int64_t few = SmallBatchLinearMaxRows(DetectVectorIsa());
+  EXPECT_FALSE(PromptChunkLinearTakes(few));
+  EXPECT_FALSE(PromptChunkLinearTakes(129));
+  if (few >= 128) {
+    // The BLAS lacks AVX-512 sgemm kernels: the few-row kernels keep every chunk to 256 rows.
+    EXPECT_FALSE(PromptChunkLinearTakes(128));
+    return;
+  }
+  EXPECT_TRUE(PromptChunkLinearTakes(few + 1));
+  EXPECT_TRUE(PromptChunkLinearTakes(128));
+  const at::Tensor w = at::randn({80, 96});
+  const at::Tensor b = at::randn({80});
+  for (int64_t rows : {few + 1, int64_t{128}}) {
+    const at::Tensor x = at::randn({rows, 96});
+    EXPECT_TRUE(at::equal(Linear(x, w, b), PromptChunkLinear(x, w, b))) << rows << " rows";
+  }
+  // Past the limit: sgemm, still the same products.
+  const at::Tensor x = at::randn({129, 96});
+  ExpectMatchesFloat64(Linear(x, w, b), x, w, b, "129 rows");
+}
+
+}  // namespace
+}  // namespace placer::model
