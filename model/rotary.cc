@@ -1,6 +1,7 @@
 #include "model/rotary.h"
 
 #include <cmath>
+#include <vector>
 
 namespace placer::model {
 namespace {
@@ -36,6 +37,38 @@ at::Tensor Llama3InverseFrequencies(const at::Tensor& inverse_frequencies,
 at::Tensor RotateHalf(const at::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
   return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+// x [T, heads, d] float32 on the CPU rotated in one pass: x * cos + rotate_half(x) * sin with
+// cos and sin [T, d / 2] (each frequency serves both halves of the head, as transformers'
+// cat((freqs, freqs)) does). The products and the sum round as ATen's three operations do.
+at::Tensor RotateFloatRows(const at::Tensor& x, const std::vector<float>& cos,
+                           const std::vector<float>& sin) {
+  const at::Tensor in = x.contiguous();
+  at::Tensor out = at::empty_like(in);
+  const int64_t rows = in.size(0), heads = in.size(1), half = in.size(2) / 2;
+  const float* src = in.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* c = cos.data() + t * half;
+    const float* s = sin.data() + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* xr = src + (t * heads + h) * 2 * half;
+      float* yr = dst + (t * heads + h) * 2 * half;
+      for (int64_t i = 0; i < half; ++i) {
+        const float first = xr[i] * c[i], second = xr[i + half] * c[i];
+        const float first_rotated = xr[i + half] * s[i], second_rotated = xr[i] * s[i];
+        yr[i] = first - first_rotated;
+        yr[i + half] = second + second_rotated;
+      }
+    }
+  }
+  return out;
+}
+
+bool FloatRowsOnCpu(const at::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.layout() == at::kStrided &&
+         x.dim() == 3 && x.size(2) % 2 == 0;
 }
 
 }  // namespace
@@ -79,6 +112,24 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::Apply(const at::Tensor& q, co
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
     const at::Tensor& q, const at::Tensor& k, const std::vector<int64_t>& positions) const {
+  const int64_t half = head_dim_ / 2;
+  if (FloatRowsOnCpu(q) && FloatRowsOnCpu(k) && q.size(2) == head_dim_ && k.size(2) == head_dim_ &&
+      base_inverse_frequencies_.numel() == half) {
+    // A decode step's rows: the ~20 ATen operations below cost more than the arithmetic.
+    const at::Tensor frequencies = base_inverse_frequencies_.to(at::kFloat).contiguous();
+    const float* inverse = frequencies.data_ptr<float>();
+    std::vector<float> cos(positions.size() * static_cast<size_t>(half));
+    std::vector<float> sin(cos.size());
+    for (size_t t = 0; t < positions.size(); ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        // float(position) * frequency in float32, as at::outer computes the angles.
+        const float angle = static_cast<float>(positions[t]) * inverse[i];
+        cos[t * half + i] = std::cos(angle);
+        sin[t * half + i] = std::sin(angle);
+      }
+    }
+    return {RotateFloatRows(q, cos, sin), RotateFloatRows(k, cos, sin)};
+  }
   const at::Tensor rows = at::tensor(positions, at::kLong).to(at::kFloat);
   const at::Tensor frequencies = at::outer(rows, base_inverse_frequencies_);
   const at::Tensor angles = at::cat({frequencies, frequencies}, -1).unsqueeze(1);  // [T, 1, d]

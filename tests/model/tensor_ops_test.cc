@@ -65,3 +65,60 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutBias, LinearOneRow, ::testing::Bool(),
 
 }  // namespace
 }  // namespace placer::model
+
+namespace placer::model {
+namespace {
+
+// transformers' LlamaRMSNorm, in float64 for the reference.
+at::Tensor ReferenceRmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const at::Tensor x64 = x.to(at::kDouble);
+  return w.to(at::kDouble) * (x64 * at::rsqrt(x64.pow(2).mean(-1, true) + eps));
+}
+
+TEST(RmsNormFloat, MatchesFloat64ForEveryWidthTailAndShape) {
+  at::manual_seed(3);
+  for (int64_t width : {1, 7, 16, 17, 768, 771}) {
+    for (int64_t rows : {1, 5, 40}) {
+      const at::Tensor x = at::randn({rows, width}) * 3;
+      const at::Tensor w = at::randn({width});
+      const at::Tensor y = RmsNorm(x, w, 1e-6);
+      ASSERT_EQ(y.sizes(), x.sizes());
+      const double worst = (y.to(at::kDouble) - ReferenceRmsNorm(x, w, 1e-6)).abs().max().item<double>();
+      EXPECT_LT(worst, 1e-5 * (1 + w.abs().max().item<double>())) << width << " x " << rows;
+    }
+  }
+  // Leading dimensions and a strided input keep their shape and values.
+  const at::Tensor w = at::randn({24});
+  const at::Tensor x = at::randn({2, 3, 24});
+  EXPECT_TRUE(at::allclose(RmsNorm(x, w, 1e-5), ReferenceRmsNorm(x, w, 1e-5).to(at::kFloat),
+                           1e-5, 1e-5));
+  const at::Tensor strided = at::randn({24, 4}).t();
+  EXPECT_TRUE(at::allclose(RmsNorm(strided, w, 1e-5),
+                           ReferenceRmsNorm(strided, w, 1e-5).to(at::kFloat), 1e-5, 1e-5));
+  // eps counts: an all-zero row stays zero instead of dividing by zero.
+  EXPECT_TRUE(at::equal(RmsNorm(at::zeros({1, 24}), w, 1e-5), at::zeros({1, 24})));
+}
+
+TEST(RmsNormFloat, ARowIsTheSameAloneAndInAnyBatch) {
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({9, 200});
+  const at::Tensor w = at::randn({200});
+  const at::Tensor batch = RmsNorm(x, w, 1e-6);
+  for (int64_t r = 0; r < 9; ++r) {
+    EXPECT_TRUE(at::equal(RmsNorm(x.slice(0, r, r + 1), w, 1e-6)[0], batch[r])) << r;
+  }
+}
+
+TEST(RmsNormFloat, OtherDtypesKeepTransformersArithmetic) {
+  // BF16 activations and weight: float32 statistics, then the weight multiply in BF16.
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({3, 64}).to(at::kBFloat16);
+  const at::Tensor w = at::randn({64}).to(at::kBFloat16);
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor want =
+      w * (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(at::kBFloat16);
+  EXPECT_TRUE(at::equal(RmsNorm(x, w, 1e-6), want));
+}
+
+}  // namespace
+}  // namespace placer::model

@@ -1,0 +1,60 @@
+// Rotary embeddings: the one-pass float32 rows path (a decode step's rows) gives what the
+// general ATen formula (transformers' q * cos + rotate_half(q) * sin) gives, row by row.
+#include "model/rotary.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace placer::model {
+namespace {
+
+// transformers' formula in float64, positions per row.
+at::Tensor Reference(const at::Tensor& x, const std::vector<int64_t>& positions, int64_t head_dim,
+                     double theta) {
+  const at::Tensor inverse =
+      1.0 / at::pow(theta, at::arange(0, head_dim, 2, at::kDouble) / static_cast<double>(head_dim));
+  const at::Tensor angles = at::outer(at::tensor(positions, at::kLong).to(at::kDouble), inverse);
+  const at::Tensor both = at::cat({angles, angles}, -1).unsqueeze(1);
+  const at::Tensor x64 = x.to(at::kDouble);
+  const int64_t half = head_dim / 2;
+  const at::Tensor rotated = at::cat({-x64.slice(-1, half), x64.slice(-1, 0, half)}, -1);
+  return x64 * both.cos() + rotated * both.sin();
+}
+
+TEST(RotaryRows, FloatRowsMatchTransformersFormulaAtEveryPosition) {
+  loader::ModelConfig config;
+  config.head_dim = 64;
+  config.rope_theta = 10000.0;
+  config.max_position_embeddings = 4096;
+  const RotaryEmbedding rotary(config);
+  at::manual_seed(9);
+  const std::vector<int64_t> positions = {0, 1, 7, 100, 2047, 5};
+  const at::Tensor q = at::randn({6, 4, 64});
+  const at::Tensor k = at::randn({6, 2, 64});
+  const auto [q_rotated, k_rotated] = rotary.ApplyRows(q, k, positions);
+  ASSERT_EQ(q_rotated.sizes(), q.sizes());
+  ASSERT_EQ(k_rotated.sizes(), k.sizes());
+  // The angles are rounded to float32 as transformers rounds them: at position 2047 that
+  // moves the result by up to ~2047 * 2^-24 relative to float64 angles.
+  EXPECT_LT((q_rotated.to(at::kDouble) - Reference(q, positions, 64, 10000.0)).abs().max().item<double>(), 1e-3);
+  EXPECT_LT((k_rotated.to(at::kDouble) - Reference(k, positions, 64, 10000.0)).abs().max().item<double>(), 1e-3);
+  // Position 0 leaves a row as it is; small positions are near float64.
+  EXPECT_TRUE(at::allclose(q_rotated[0], q[0], 0, 1e-6));
+  EXPECT_LT((q_rotated.slice(0, 1, 3).to(at::kDouble) - Reference(q, positions, 64, 10000.0).slice(0, 1, 3))
+                .abs().max().item<double>(), 1e-5);
+  // The same rows through the per-sequence path (Apply: [heads, T, d] at start 0) agree.
+  const std::vector<int64_t> sequence = {0, 1, 2, 3};
+  const at::Tensor q4 = q.slice(0, 0, 4), k4 = k.slice(0, 0, 4);
+  const auto [q_rows, k_rows] = rotary.ApplyRows(q4, k4, sequence);
+  const auto [q_seq, k_seq] = rotary.Apply(q4.transpose(0, 1), k4.transpose(0, 1), 0);
+  EXPECT_TRUE(at::allclose(q_rows, q_seq.transpose(0, 1), 1e-6, 1e-6));
+  EXPECT_TRUE(at::allclose(k_rows, k_seq.transpose(0, 1), 1e-6, 1e-6));
+  // A row rotated alone is the row rotated in the batch.
+  const auto [q_alone, k_alone] = rotary.ApplyRows(q.slice(0, 3, 4), k.slice(0, 3, 4), {100});
+  EXPECT_TRUE(at::equal(q_alone[0], q_rotated[3]));
+  EXPECT_TRUE(at::equal(k_alone[0], k_rotated[3]));
+}
+
+}  // namespace
+}  // namespace placer::model
