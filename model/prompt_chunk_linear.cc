@@ -83,17 +83,19 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
 
 struct Operands {
   const float* xt;      // [blocks][in][64]
-  const float* weight;  // [out, in]
+  const float* weight;  // [out, in], or null: `dense_rows` gives each task its rows
+  const DenseWeightRows* dense_rows;
   const float* bias;    // [out] or null
   float* y;             // [rows, out]
   int64_t rows, in, out;
 };
 
-// Weight rows [n0, n1) against every block. The tile keeps 24 accumulators whatever J is, in
-// 24 + J + 1 of the 32 vector registers.
+// Weight rows [n0, n1) (the first at `w`) against every block. The tile keeps 24 accumulators
+// whatever J is, in 24 + J + 1 of the 32 vector registers.
 template <int J>
-__attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& op, int64_t block,
-                                                               int64_t n0, int64_t n1) {
+__attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& op, const float* w,
+                                                               int64_t block, int64_t n0,
+                                                               int64_t n1) {
   constexpr int T = 24 / J;
   const float* xt = op.xt + block * op.in * kBlockRows;
   const int64_t rows = std::min(kBlockRows, op.rows - block * kBlockRows);
@@ -101,37 +103,34 @@ __attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& o
   const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
   int64_t n = n0;
   for (; n + T <= n1; n += T) {
-    Tile<J, T>(xt, op.weight + n * op.in, op.in, op.out, rows, bias(n), y + n);
+    Tile<J, T>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n);
   }
-  for (; n < n1; ++n) Tile<J, 1>(xt, op.weight + n * op.in, op.in, op.out, rows, bias(n), y + n);
+  for (; n < n1; ++n) Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n);
 }
 
 void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
+  const float* w = op.weight != nullptr ? op.weight + n0 * op.in : nullptr;
+  if (w == nullptr) {
+    // This task's rows only, in a buffer its thread keeps: they stay in the core's cache from
+    // being written to being read by every block of inputs.
+    thread_local std::vector<float> rows_here;
+    rows_here.resize(static_cast<size_t>((n1 - n0) * op.in));
+    (*op.dense_rows)(n0, n1 - n0, rows_here.data());
+    w = rows_here.data();
+  }
   const int64_t blocks = (op.rows + kBlockRows - 1) / kBlockRows;
   for (int64_t block = 0; block < blocks; ++block) {
     switch ((std::min(kBlockRows, op.rows - block * kBlockRows) + 15) / 16) {
-      case 1: WeightRowsAgainstBlock<1>(op, block, n0, n1); break;
-      case 2: WeightRowsAgainstBlock<2>(op, block, n0, n1); break;
-      case 3: WeightRowsAgainstBlock<3>(op, block, n0, n1); break;
-      default: WeightRowsAgainstBlock<4>(op, block, n0, n1); break;
+      case 1: WeightRowsAgainstBlock<1>(op, w, block, n0, n1); break;
+      case 2: WeightRowsAgainstBlock<2>(op, w, block, n0, n1); break;
+      case 3: WeightRowsAgainstBlock<3>(op, w, block, n0, n1); break;
+      default: WeightRowsAgainstBlock<4>(op, w, block, n0, n1); break;
     }
   }
 }
 
-}  // namespace
-
-bool PromptChunkLinearRuns() { return DetectVectorIsa() == VectorIsa::kAvx512; }
-
-bool PromptChunkLinearTakes(int64_t rows) {
-  return PromptChunkLinearRuns() && rows > SmallBatchLinearMaxRows(VectorIsa::kAvx512) &&
-         rows <= kMostRows;
-}
-
-at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
-  TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "PromptChunkLinear: unsupported operands");
-  const int64_t in = weight.size(1);
-  const int64_t out = weight.size(0);
+at::Tensor Run(const at::Tensor& x, const float* weight, const DenseWeightRows* dense_rows,
+               int64_t in, int64_t out, const at::Tensor& bias) {
   const at::Tensor flat = x.reshape({-1, in}).contiguous();
   const int64_t rows = flat.size(0);
   at::Tensor y = at::empty({rows, out}, flat.options());
@@ -146,15 +145,46 @@ at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, cons
                    std::min(kBlockRows, rows - block * kBlockRows),
                    transposed.data_ptr<float>() + block * in * kBlockRows);
   }
-  const Operands op{transposed.data_ptr<float>(), weight.data_ptr<float>(),
+  const Operands op{transposed.data_ptr<float>(), weight, dense_rows,
                     bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
                     rows, in, out};
   const int64_t tasks = (out + kWeightRowsPerTask - 1) / kWeightRowsPerTask;
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    WeightRows(op, begin * kWeightRowsPerTask, std::min(out, end * kWeightRowsPerTask));
+    // One task at a time: a task's rows are what a thread's buffer holds.
+    for (int64_t task = begin; task < end; ++task) {
+      WeightRows(op, task * kWeightRowsPerTask, std::min(out, (task + 1) * kWeightRowsPerTask));
+    }
   };
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
   return y.view(shape);
+}
+
+}  // namespace
+
+bool PromptChunkLinearRuns() { return DetectVectorIsa() == VectorIsa::kAvx512; }
+
+bool PromptChunkLinearTakes(int64_t rows) {
+  return PromptChunkLinearRuns() && rows > SmallBatchLinearMaxRows(VectorIsa::kAvx512) &&
+         rows <= kMostRows;
+}
+
+at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
+  TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "PromptChunkLinear: unsupported operands");
+  return Run(x, weight.data_ptr<float>(), nullptr, weight.size(1), weight.size(0), bias);
+}
+
+at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeightRows& dense_rows,
+                             const at::Tensor& bias) {
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
+  const auto cpu_float = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided;
+  };
+  TORCH_CHECK(cpu_float(x) && x.dim() >= 1 && x.size(-1) > 0 && out >= 0 &&
+                  (!bias.defined() || (cpu_float(bias) && bias.dim() == 1 &&
+                                       bias.is_contiguous() && bias.size(0) == out)),
+              "PromptChunkLinear: unsupported operands");
+  return Run(x, nullptr, &dense_rows, x.size(-1), out, bias);
 }
 
 }  // namespace placer::model

@@ -18,6 +18,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
+#include <functional>
+
 #include "model/small_batch_linear.h"
 
 namespace placer::model {
@@ -32,5 +35,16 @@ bool PromptChunkLinearTakes(int64_t rows);
 // x @ weight^T + bias. Requires PromptChunkLinearRuns() and SmallBatchLinearApplies(x, weight,
 // bias) (weight [out, in]); any number of rows. Threads: SpinningWorkers, as SmallBatchLinear.
 at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// Writes weight rows [first, first + count) as dense float32 to out ([count, in], contiguous).
+using DenseWeightRows = std::function<void(int64_t first, int64_t count, float* out)>;
+
+// The same product for a weight that is not dense float32 (a packed quantized weight): each
+// task asks `dense_rows` for its rows (48 at most) into a buffer its thread keeps, so the dense
+// weight never exists whole and each task's rows stay in its core's cache from being written
+// to being used. Bit for bit PromptChunkLinear(x, dense, bias) when `dense_rows` writes the
+// rows of `dense` ([out, x.size(-1)]). Called on the workers' threads, concurrently.
+at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeightRows& dense_rows,
+                             const at::Tensor& bias);
 
 }  // namespace placer::model

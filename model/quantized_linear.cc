@@ -262,6 +262,23 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
     const at::Tensor dense = loader::DequantizeLinearWeightOnDevice(weight, x.scalar_type());
     return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
   }
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kFloat && PromptChunkLinearTakes(rows) &&
+      QuantizedLinearApplies(x, weight, bias)) {
+    // The F32 prompt-chunk kernel unpacks each task's rows where it uses them: the same dense
+    // rows and products as unpacking the whole weight for Linear below, without writing it out.
+    const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits,
+                            layout.in, layout.group_size, layout.groups(), layout.block_bytes()};
+    const int64_t row_bytes = layout.groups() * layout.block_bytes();
+    return PromptChunkLinear(
+        x, layout.out,
+        [&](int64_t first, int64_t count, float* out) {
+          UnpackOperands rows = op;
+          rows.w += first * row_bytes;
+          UnpackRowsAvx512(rows, 0, count, out);
+        },
+        bias.defined() ? bias.to(at::kFloat) : at::Tensor());
+  }
   // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
   // seen): a prompt chunk never holds a dequantized layer, let alone the model.
   thread_local at::Tensor scratch;

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <string>
 
 #include "model/tensor_ops.h"
@@ -87,6 +89,27 @@ TEST_F(PromptChunkLinearTest, KeepsTheLeadingShapeAndTakesStridedInput) {
   ASSERT_FALSE(strided.is_contiguous());
   ExpectMatchesFloat64(PromptChunkLinear(strided, w, {}), strided, w, {}, "strided");
   EXPECT_EQ(PromptChunkLinear(at::randn({0, 16}), w, {}).sizes(), (at::IntArrayRef{0, 24}));
+}
+
+TEST_F(PromptChunkLinearTest, RowsGivenATaskAtATimeGiveTheDenseWeightsProducts) {
+  const at::Tensor w = at::randn({101, 72});
+  const at::Tensor b = at::randn({101});
+  std::atomic<int64_t> rows_given{0};
+  const DenseWeightRows rows = [&](int64_t first, int64_t count, float* out) {
+    // At most one task's rows (48), whole rows of the weight.
+    EXPECT_LE(count, 48);
+    EXPECT_LE(first + count, 101);
+    std::memcpy(out, w.data_ptr<float>() + first * 72, sizeof(float) * count * 72);
+    rows_given += count;
+  };
+  for (int64_t n : {1, 64, 130}) {
+    rows_given = 0;
+    const at::Tensor x = at::randn({n, 72});
+    EXPECT_TRUE(at::equal(PromptChunkLinear(x, 101, rows, b), PromptChunkLinear(x, w, b))) << n;
+    EXPECT_EQ(rows_given.load(), 101) << "every weight row once, whatever the blocks of inputs";
+  }
+  const at::Tensor x = at::randn({5, 72});
+  EXPECT_TRUE(at::equal(PromptChunkLinear(x, 101, rows, {}), PromptChunkLinear(x, w, {})));
 }
 
 TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit) {

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "loader/quantized_weight.h"
+#include "model/prompt_chunk_linear.h"
 #include "model/tensor_ops.h"
 
 namespace placer::model {
@@ -179,6 +180,25 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
       const at::Tensor beyond = Random({max_rows + 1, 256}, 9).to(compute);
       const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
       EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()), Linear(beyond, dense)));
+    }
+  }
+}
+
+TEST(QuantizedLinear, F32PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
+  // Where PromptChunkLinear takes F32 chunks it unpacks a task's rows at a time: the result is
+  // bit for bit the whole weight unpacked and multiplied, with tasks (48 rows) and blocks of
+  // inputs (64) left partial, with a bias, and with chunks of several blocks.
+  if (DetectQuantIsa() != QuantIsa::kAvx512 || !PromptChunkLinearTakes(33)) {
+    GTEST_SKIP() << "the prompt-chunk kernel does not take 33-row F32 chunks here";
+  }
+  for (auto [bits, group] : {std::pair<int, int64_t>{4, 128}, {8, 256}, {4, 32}}) {
+    const at::Tensor packed = Pack(bits, 100, 256, group, 21);
+    const at::Tensor dense = loader::DequantizeLinearWeight(packed, at::kFloat);
+    const at::Tensor bias = Random({100}, 22);
+    for (int64_t rows : {33, 64, 100, 128}) {
+      const at::Tensor x = Random({rows, 256}, 23);
+      EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, bias), PromptChunkLinear(x, dense, bias)))
+          << "bits " << bits << " group " << group << " rows " << rows;
     }
   }
 }
