@@ -13,6 +13,7 @@
 #include <string>
 
 #include "model/tensor_ops.h"
+#include "tests/model/linear_reference.h"
 
 namespace placer::model {
 namespace {
@@ -24,16 +25,6 @@ class PromptChunkLinearTest : public ::testing::Test {
     at::manual_seed(7);
   }
 };
-
-// |y - ref| within float32 rounding of a chain of `in` products, scaled by their magnitude.
-void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w,
-                          const at::Tensor& b, const std::string& what) {
-  at::Tensor want = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
-  if (b.defined()) want = want + b.to(at::kDouble);
-  const at::Tensor scale = at::matmul(x.abs().to(at::kDouble), w.abs().to(at::kDouble).t()) + 1;
-  const double worst = ((y.to(at::kDouble) - want).abs() / scale).max().item<double>();
-  EXPECT_LT(worst, 1e-5) << what;
-}
 
 TEST_F(PromptChunkLinearTest, MatchesFloat64ForEveryBlockAndTileRemainder) {
   // Rows: one partial vector, each partial block of 1-4 vectors, whole blocks, a block and a

@@ -14,6 +14,7 @@
 #include "base/openblas_core.h"
 #include "model/causal_lm.h"
 #include "model/tensor_ops.h"
+#include "tests/model/linear_reference.h"
 
 namespace placer::model {
 namespace {
@@ -47,16 +48,6 @@ class SmallBatchLinearTest
     return SmallBatchLinear(x, w, b, isa(), layout());
   }
 };
-
-// |y - ref| within float32 rounding of a sum of `in` products, scaled by their magnitude.
-void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w,
-                          const at::Tensor& b, const std::string& what) {
-  at::Tensor want = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
-  if (b.defined()) want = want + b.to(at::kDouble);
-  const at::Tensor scale = at::matmul(x.abs().to(at::kDouble), w.abs().to(at::kDouble).t()) + 1;
-  const double worst = ((y.to(at::kDouble) - want).abs() / scale).max().item<double>();
-  EXPECT_LT(worst, 1e-5) << what;
-}
 
 TEST_P(SmallBatchLinearTest, MatchesFloat64ForEveryTailAndBias) {
   for (int64_t in : {1, 5, 8, 15, 16, 17, 40, 768}) {
