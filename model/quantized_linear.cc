@@ -91,8 +91,8 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   if (isa == QuantIsa::kNone) return 0;
   if (isa == QuantIsa::kAvx512) {
     if (compute == at::kBFloat16 && BfloatGemmHasAmx()) return 16;
-    if (compute == at::kFloat && PromptChunkLinearRuns()) return layout.group_size <= 32 ? 16 : 32;
-    if (compute == at::kFloat) return layout.group_size <= 32 ? 32 : 64;
+    // (PromptChunkLinear runs on every CPU that runs these kernels: AVX-512F.)
+    if (compute == at::kFloat) return layout.group_size <= 32 ? 16 : 32;
   }
   return 128;
 }
