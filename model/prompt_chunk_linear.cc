@@ -131,11 +131,8 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
 
 at::Tensor Run(const at::Tensor& x, const float* weight, const DenseWeightRows* dense_rows,
                int64_t in, int64_t out, const at::Tensor& bias) {
-  const at::Tensor flat = x.reshape({-1, in}).contiguous();
+  auto [flat, y, shape] = RowsOf(x, in, out);
   const int64_t rows = flat.size(0);
-  at::Tensor y = at::empty({rows, out}, flat.options());
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = out;
   if (rows == 0 || out == 0) return y.view(shape);
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   // ATen's CPU allocator aligns to 64 bytes: every [in][64] row of the blocks is aligned.

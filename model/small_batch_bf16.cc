@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/small_batch_linear.h"
 #include "model/spinning_workers.h"
 #include "model/vector_sum.h"
 
@@ -271,11 +272,8 @@ at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
   TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "SmallBatchLinearBf16: unsupported operands");
   const int64_t in = weight.size(1);
   const int64_t out = weight.size(0);
-  const at::Tensor flat = x.reshape({-1, in}).contiguous();
+  auto [flat, y, shape] = RowsOf(x, in, out);
   const int64_t rows = flat.size(0);
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = out;
-  at::Tensor y = at::empty({rows, out}, flat.options().dtype(at::kFloat));
   if (rows == 0 || out == 0) return y.to(at::kBFloat16).view(shape);
   const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   const Bf16Operands op{reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>()),

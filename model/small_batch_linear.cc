@@ -65,6 +65,15 @@ constexpr int64_t kOutputsPerTask = 64;
 
 }  // namespace
 
+RowsProduct RowsOf(const at::Tensor& x, int64_t in, int64_t out) {
+  RowsProduct product;
+  product.rows = x.reshape({-1, in}).contiguous();
+  product.y = at::empty({product.rows.size(0), out}, product.rows.options().dtype(at::kFloat));
+  product.shape = x.sizes().vec();
+  product.shape.back() = out;
+  return product;
+}
+
 bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              WeightLayout layout) {
   const auto cpu_f32 = [](const at::Tensor& t) {
@@ -88,11 +97,8 @@ at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const
               "SmallBatchLinear: unsupported operands");
   const int64_t in = weight.size(layout == WeightLayout::kOutIn ? 1 : 0);
   const int64_t out = weight.size(layout == WeightLayout::kOutIn ? 0 : 1);
-  const at::Tensor flat = x.reshape({-1, in}).contiguous();
+  auto [flat, y, shape] = RowsOf(x, in, out);
   const int64_t rows = flat.size(0);
-  at::Tensor y = at::empty({rows, out}, flat.options());
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = out;
   if (rows == 0 || out == 0) return y.view(shape);
   const Operands op{flat.data_ptr<float>(), weight.data_ptr<float>(),
                     bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace placer::model {
 
@@ -41,6 +42,16 @@ int64_t Avx512OutInMaxRows(const std::string& openblas_core, const std::string& 
 // float32 CPU tensors the kernels take: weight and bias contiguous.
 bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              WeightLayout layout = WeightLayout::kOutIn);
+
+// The operands of a product of x ([..., in]) by an [out, in] or [in, out] weight, as the CPU
+// kernels take them: x as contiguous [rows, in], a float32 output [rows, out], and the shape the
+// result is given back in (x's leading dimensions, then out).
+struct RowsProduct {
+  at::Tensor rows;
+  at::Tensor y;
+  std::vector<int64_t> shape;
+};
+RowsProduct RowsOf(const at::Tensor& x, int64_t in, int64_t out);
 
 // x @ W^T + bias (W = weight in `layout`) with the kernels of `isa` (not kNone), on
 // SpinningWorkers (as many threads as ATen's intra-op setting). Requires
