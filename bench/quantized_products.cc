@@ -12,6 +12,7 @@
 
 #include "loader/quantized_weight.h"
 #include "model/quantized_linear.h"
+#include "model/quantized_vnni.h"
 #include "model/small_batch_bf16.h"
 #include "model/tensor_ops.h"
 
@@ -112,6 +113,13 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
         model::UnpackQuantizedWeight(packed[s][i], at::kFloat, isas.front(), scratch);
         model::Linear(f32_inputs[i], scratch);
       }), runs);
+      // --quantize-activations int8: F32 rows quantized per block, 4-bit codes by VNNI.
+      const loader::PackedLayout layout = *loader::PackedLayoutOf(packed[s].front());
+      if (model::Int8ActivationKernelRuns() && model::Int8ActivationKernelApplies(layout)) {
+        f32_ways["int8_activations"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt8Activations(f32_inputs[i], packed[s][i], {});
+        }), runs);
+      }
       point[std::string(schemes[s].name) + "_f32_ms"] = f32_ways;
     }
     points.push_back(point);

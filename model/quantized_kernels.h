@@ -8,7 +8,7 @@ namespace placer::model {
 
 struct QuantOperands {
   const float* x;        // [rows, in], contiguous float32
-  const float* x_group_sums;  // [rows, groups]: each group's inputs summed in order
+  const float* x_group_sums;  // [rows, groups]: each group's inputs summed (in one fixed order)
   const uint8_t* w;      // packed [out, groups, block_bytes]
   const float* bias;     // [out] or null
   float* y;              // [rows, out]

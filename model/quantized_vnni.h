@@ -21,7 +21,7 @@
 
 namespace placer::model {
 
-// AVX-512 F, BW and VNNI: the instructions the kernel needs.
+// AVX-512 F, BW, DQ and VNNI: the instructions the kernel needs.
 bool Int8ActivationKernelRuns();
 // 4-bit weights whose groups are 32 inputs or a multiple of 128, with a multiple of 64 inputs.
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout);
@@ -34,11 +34,13 @@ struct Int8Activations {
   // inputs 0-15, 32-47, 16-31, 48-63.
   std::vector<int8_t> codes;
   std::vector<float> scales;  // [rows, in / block]
+  // op.x_group_sums transposed to [groups, rows]: a tile of 8 rows loads a group's 8 at once.
+  std::vector<float> group_sums_by_group;
 };
 
-// Quantizes rows of x ([rows, in] float32) in blocks of `block` inputs.
-void QuantizeActivations(const float* x, int64_t rows, int64_t in, int64_t block,
-                         Int8Activations* out);
+// Quantizes the rows of op.x in blocks of `block` inputs (a multiple of 64) and keeps their
+// group sums by group. Requires Int8ActivationKernelRuns.
+void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations* out);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the activations are `codes`).
 void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations& codes,

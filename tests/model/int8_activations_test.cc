@@ -98,12 +98,15 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
            {1, 128, 128}, {7, 256, 128}, {65, 512, 256}, {130, 384, 384}}) {
     const at::Tensor packed = Pack(out, in, group, ++seed);
     ASSERT_TRUE(Int8ActivationKernelApplies(*loader::PackedLayoutOf(packed)));
-    for (int64_t rows : {1, 2, 3, 4, 5, 9}) {
+    // Tiles of 8 rows (2 weight rows each, their 16 outputs summed as one vector) and every
+    // shorter tail.
+    for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 16, 21}) {
       for (bool with_bias : {false, true}) {
         SCOPED_TRACE(testing::Message() << out << "x" << in << " g" << group << " rows " << rows
                                         << " bias " << with_bias);
         at::Tensor x = Random({rows, in}, ++seed);
         if (rows > 2) x[1].zero_();  // a row of zeros: scale 0, codes 0
+        if (rows > 10) x[10].mul_(1e4);  // a row far larger than the others
         const at::Tensor bias = with_bias ? Random({out}, ++seed) : at::Tensor();
         const at::Tensor y = QuantizedLinearInt8Activations(x, packed, bias);
         ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
@@ -125,18 +128,25 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
 }
 
 TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
-  const at::Tensor packed = Pack(301, 512, 128, 7);
-  const at::Tensor bias = Random({301}, 8);
-  const at::Tensor batch = Random({13, 512}, 9);
-  const int threads = ComputeThreads();
-  SetComputeThreads(2);
-  const at::Tensor together = QuantizedLinearInt8Activations(batch, packed, bias);
-  SetComputeThreads(1);
-  for (int64_t r = 0; r < 13; ++r) {
-    const at::Tensor alone = QuantizedLinearInt8Activations(batch.narrow(0, r, 1), packed, bias);
-    ASSERT_TRUE(at::equal(alone[0], together[r])) << "row " << r;
+  // 29 rows: three tiles of 8 rows and a tail of 4 and 1; 301 outputs end in an odd one.
+  for (bool with_bias : {true, false}) {
+    const at::Tensor packed = Pack(301, 512, 128, 7);
+    const at::Tensor bias = with_bias ? Random({301}, 8) : at::Tensor();
+    const at::Tensor batch = Random({29, 512}, 9);
+    const int threads = ComputeThreads();
+    SetComputeThreads(2);
+    const at::Tensor together = QuantizedLinearInt8Activations(batch, packed, bias);
+    const at::Tensor shifted = QuantizedLinearInt8Activations(batch.narrow(0, 3, 26), packed, bias);
+    SetComputeThreads(1);
+    for (int64_t r = 0; r < 29; ++r) {
+      const at::Tensor alone = QuantizedLinearInt8Activations(batch.narrow(0, r, 1), packed, bias);
+      ASSERT_TRUE(at::equal(alone[0], together[r])) << "row " << r << " bias " << with_bias;
+      if (r >= 3) {
+        ASSERT_TRUE(at::equal(alone[0], shifted[r - 3])) << "row " << r;
+      }
+    }
+    SetComputeThreads(threads);
   }
-  SetComputeThreads(threads);
 }
 
 TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
