@@ -53,12 +53,20 @@ template <int J, int T>
 __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* xt,
                                                                     const float* w, int64_t in,
                                                                     int64_t out, int64_t rows,
-                                                                    const float* bias, float* y) {
+                                                                    const float* bias, float* y,
+                                                                    const float* next) {
   __m512 acc[T][J];
   _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) acc[t][j] = _mm512_setzero_ps();
   }
+  // The next tile's T contiguous weight rows, prefetched into L2 as one sequential stream in
+  // step with this tile's (T x 4 bytes per input; two lines when T > 16): the weights come
+  // from DRAM while the inputs stream from L2 (`placer-bench-model products`, 64 rows of the
+  // small preset, 2 threads: 38-41 ms against 45-46 without, the few-row kernels 47-49).
+  const char* ahead = reinterpret_cast<const char*>(next);
   for (int64_t k = 0; k < in; ++k) {
+    _mm_prefetch(ahead + ((k * T * 4) & ~int64_t{63}), _MM_HINT_T1);
+    if (T > 16) _mm_prefetch(ahead + ((k * T * 4 + 32) & ~int64_t{63}), _MM_HINT_T1);
     __m512 xv[J];
     _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
       xv[j] = _mm512_load_ps(xt + k * kBlockRows + 16 * j);
@@ -102,10 +110,15 @@ __attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& o
   float* y = op.y + block * kBlockRows * op.out;
   const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
   int64_t n = n0;
+  // (The last tile's "next" starts at its own last row and runs past the task's rows, harmless:
+  // a prefetch never faults.)
+  const auto next = [&](int64_t n_next) { return w + (std::min(n_next, n1 - 1) - n0) * op.in; };
   for (; n + T <= n1; n += T) {
-    Tile<J, T>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n);
+    Tile<J, T>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n, next(n + T));
   }
-  for (; n < n1; ++n) Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n);
+  for (; n < n1; ++n) {
+    Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n, next(n + 1));
+  }
 }
 
 void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
