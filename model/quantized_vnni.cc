@@ -45,17 +45,12 @@ inline float OffsetAt(const QuantOperands& op, const uint8_t* row, int64_t g) {
   return FloatAt(row + g * op.block_bytes + sizeof(float));
 }
 
-// The end of a tile of 2 weight rows x 8 input rows with its 16 outputs as the lanes of one
-// vector (lane t · 8 + r): the lane sums, offsets and bias in the order the scalar end of
-// TileVnni takes for each output, so the same bits.
-__attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void StoreTwoByEight(
+// The end of a tile of 2 weight rows x 8 input rows (vector_sum.h) with the offsets' share
+// summed as one vector of its 16 outputs (lane t · 8 + r), group by group in order: the
+// arithmetic of the scalar end of TileVnni for each output, so the same bits.
+__attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTwoByEight(
     const QuantOperands& op, const Int8Activations& xa, const uint8_t* const (&row)[2],
     const __m512 (&acc)[2][8], int64_t r0, int64_t n) {
-  __m512 outputs[16];
-  _Pragma("GCC unroll 16") for (int t = 0; t < 2; ++t) {
-    _Pragma("GCC unroll 16") for (int r = 0; r < 8; ++r) outputs[t * 8 + r] = acc[t][r];
-  }
-  const __m512 sums = HorizontalSums512x16(outputs);
   __m512 offsets = _mm512_setzero_ps();
   for (int64_t g = 0; g < op.groups; ++g) {
     const __m512 offset = _mm512_insertf32x8(_mm512_set1_ps(OffsetAt(op, row[0], g)),
@@ -64,16 +59,9 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void Store
         _mm256_loadu_ps(xa.group_sums_by_group.data() + g * op.rows + r0));
     offsets = _mm512_fmadd_ps(offset, group_sums, offsets);
   }
-  const __m512 bias = op.bias == nullptr ? _mm512_setzero_ps()
-                                         : _mm512_insertf32x8(_mm512_set1_ps(op.bias[n]),
-                                                              _mm256_set1_ps(op.bias[n + 1]), 1);
-  const __m512 result = _mm512_add_ps(_mm512_add_ps(sums, offsets), bias);
-  // Lane t · 8 + r goes to y[r0 + r][n + t].
-  const __m512i row_index = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i column = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i index = _mm512_add_epi32(
-      _mm512_mullo_epi32(row_index, _mm512_set1_epi32(static_cast<int>(op.out))), column);
-  _mm512_i32scatter_ps(op.y + r0 * op.out + n, index, result, sizeof(float));
+  const float bias0 = op.bias != nullptr ? op.bias[n] : 0.0f;
+  const float bias1 = op.bias != nullptr ? op.bias[n + 1] : 0.0f;
+  StoreTwoByEight(acc, offsets, bias0, bias1, op.y + r0 * op.out + n, op.out);
 }
 
 // Outputs n..n+T-1 of input rows r0..r0+R-1. Per output and row: one 16-lane float sum over
@@ -157,7 +145,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
   // The offsets' share, group by group in order, outside the loop above so that its R x T
   // partial sums do not take registers from the vector sums.
   if constexpr (R == 8 && T == 2) {
-    StoreTwoByEight(op, xa, row, acc, r0, n);
+    EndTwoByEight(op, xa, row, acc, r0, n);
     return;
   }
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {

@@ -44,4 +44,23 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 HorizontalSums51
                        _mm512_shuffle_ps(halves[0], halves[1], 0xDD));
 }
 
+// The end of a tile of 2 weight rows x 8 input rows: y[r * out + t] = (the lane sum of
+// acc[t][r] + extra's lane t * 8 + r) + bias[t], the 16 outputs as the lanes of one vector:
+// bit for bit what `_mm512_reduce_add_ps(acc[t][r]) + extra + bias` gives each output alone.
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline void StoreTwoByEight(
+    const __m512 (&acc)[2][8], __m512 extra, float bias0, float bias1, float* y, int64_t out) {
+  __m512 outputs[16];
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < 8; ++r) outputs[t * 8 + r] = acc[t][r];
+  }
+  const __m512 bias = _mm512_insertf32x8(_mm512_set1_ps(bias0), _mm256_set1_ps(bias1), 1);
+  const __m512 result = _mm512_add_ps(_mm512_add_ps(HorizontalSums512x16(outputs), extra), bias);
+  // Lane t * 8 + r goes to y[r * out + t].
+  const __m512i row = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i column = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i index =
+      _mm512_add_epi32(_mm512_mullo_epi32(row, _mm512_set1_epi32(static_cast<int>(out))), column);
+  _mm512_i32scatter_ps(y, index, result, sizeof(float));
+}
+
 }  // namespace placer::model

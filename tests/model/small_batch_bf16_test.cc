@@ -53,18 +53,24 @@ TEST(SmallBatchBf16, EveryRunnableIsaMatchesAFloat64Reference) {
 }
 
 TEST(SmallBatchBf16, ARowIsTheSameAloneAndInAnyBatch) {
+  // 11 rows: a tile of 8 (its 16 outputs summed as one vector) and a tail of 3; inputs with
+  // and without a scalar tail; with and without a bias.
   for (Bf16Isa isa : RunnableBf16Isas()) {
-    SCOPED_TRACE(Bf16IsaName(isa));
-    const at::Tensor x = RandomBf16({11, 200}, 7);
-    const at::Tensor w = RandomBf16({300, 200}, 8);
-    const at::Tensor bias = RandomBf16({300}, 9);
-    const at::Tensor batched = SmallBatchLinearBf16(x, w, bias, isa);
-    for (int64_t r = 0; r < 11; ++r) {
-      const at::Tensor alone = SmallBatchLinearBf16(x.narrow(0, r, 1), w, bias, isa);
-      EXPECT_TRUE(at::equal(alone[0], batched[r])) << "row " << r;
-      // And at another position, among other rows.
-      const at::Tensor shifted = at::cat({x.narrow(0, (r + 3) % 11, 1), x.narrow(0, r, 1)});
-      EXPECT_TRUE(at::equal(SmallBatchLinearBf16(shifted, w, bias, isa)[1], batched[r])) << r;
+    for (int64_t in : {200, 256}) {
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(testing::Message() << Bf16IsaName(isa) << " in " << in << " bias " << with_bias);
+        const at::Tensor x = RandomBf16({11, in}, 7);
+        const at::Tensor w = RandomBf16({301, in}, 8);
+        const at::Tensor bias = with_bias ? RandomBf16({301}, 9) : at::Tensor();
+        const at::Tensor batched = SmallBatchLinearBf16(x, w, bias, isa);
+        for (int64_t r = 0; r < 11; ++r) {
+          const at::Tensor alone = SmallBatchLinearBf16(x.narrow(0, r, 1), w, bias, isa);
+          EXPECT_TRUE(at::equal(alone[0], batched[r])) << "row " << r;
+          // And at another position, among other rows.
+          const at::Tensor shifted = at::cat({x.narrow(0, (r + 3) % 11, 1), x.narrow(0, r, 1)});
+          EXPECT_TRUE(at::equal(SmallBatchLinearBf16(shifted, w, bias, isa)[1], batched[r])) << r;
+        }
+      }
     }
   }
 }
