@@ -26,21 +26,44 @@ at::Tensor UnpackAwqOutputs(const at::Tensor& words) {
   return nibbles.index_select(-1, order).reshape({words.size(0), -1});
 }
 
-absl::Status CheckGroupIndex(const Checkpoint& checkpoint, const QuantizedLinearSource& source) {
-  if (source.group_index.empty()) return absl::OkStatus();
-  PLACER_ASSIGN_OR_RETURN(at::Tensor g_idx, checkpoint.ReadTensor(source.group_index));
-  const at::Tensor in_order =
-      at::arange(source.layout.in, at::kLong).div(source.layout.group_size, "floor");
-  if (g_idx.to(at::kLong).equal(in_order)) return absl::OkStatus();
-  const int64_t first = (g_idx.to(at::kLong) != in_order).nonzero()[0][0].item<int64_t>();
-  return absl::UnimplementedError(absl::StrCat(
-      checkpoint.dir(), ": tensor \"", source.group_index, "\": input ", first, " is in group ",
-      g_idx[first].item<int64_t>(), ", not ", in_order[first].item<int64_t>(), " (", first, " / ",
-      source.layout.group_size, "): ",
-      source.format.desc_act
-          ? "desc_act checkpoints whose g_idx reorders the inputs are not supported (requantize "
-            "with desc_act false, or static_groups true)"
-          : "g_idx does not match group_size, and desc_act is false"));
+absl::StatusOr<at::Tensor> InputOrder(const Checkpoint& checkpoint,
+                                      const QuantizedLinearSource& source) {
+  if (source.group_index.empty()) return at::Tensor();
+  PLACER_ASSIGN_OR_RETURN(at::Tensor stored, checkpoint.ReadTensor(source.group_index));
+  const at::Tensor g_idx = stored.to(at::kLong);
+  const int64_t group_size = source.layout.group_size;
+  const at::Tensor in_order = at::arange(source.layout.in, at::kLong).div(group_size, "floor");
+  if (g_idx.equal(in_order)) return at::Tensor();
+  const auto where = [&] {
+    return absl::StrCat(checkpoint.dir(), ": tensor \"", source.group_index, "\": ");
+  };
+  if (!source.format.desc_act) {
+    const int64_t first = (g_idx != in_order).nonzero()[0][0].item<int64_t>();
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), "input ", first, " is in group ", g_idx[first].item<int64_t>(), ", not ",
+        in_order[first].item<int64_t>(), " (", first, " / ", group_size,
+        "): g_idx does not match group_size, and desc_act is false"));
+  }
+  const int64_t groups = source.layout.groups();
+  const at::Tensor out_of_range = at::logical_or(g_idx < 0, g_idx >= groups);
+  if (out_of_range.any().item<bool>()) {
+    const int64_t first = out_of_range.nonzero()[0][0].item<int64_t>();
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), "input ", first, " is in group ", g_idx[first].item<int64_t>(), ", outside 0..",
+        groups - 1, " (", source.layout.in, " inputs in groups of ", group_size, ")"));
+  }
+  const at::Tensor counts = at::bincount(g_idx, {}, groups);
+  const at::Tensor uneven = counts != group_size;
+  if (uneven.any().item<bool>()) {
+    const int64_t group = uneven.nonzero()[0][0].item<int64_t>();
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), "group ", group, " holds ", counts[group].item<int64_t>(),
+        " inputs, not group_size ", group_size,
+        " (activation order must put group_size inputs in every group)"));
+  }
+  // Stable, so each group keeps its inputs in their stored order.
+  const at::Tensor order = std::get<1>(at::sort(g_idx, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  return order.to(at::kInt);
 }
 
 // codes int64 [out, in], zeros (any integer) and scales [out, groups]: the packed weight
@@ -66,12 +89,14 @@ absl::StatusOr<at::Tensor> Repack(const Checkpoint& checkpoint,
   PLACER_ASSIGN_OR_RETURN(at::Tensor scales, Read(checkpoint, source.scales));
   switch (source.format.method) {
     case PrequantizedMethod::kGptq: {
-      PLACER_RETURN_IF_ERROR(CheckGroupIndex(checkpoint, source));
+      PLACER_ASSIGN_OR_RETURN(const at::Tensor order, InputOrder(checkpoint, source));
       PLACER_ASSIGN_OR_RETURN(at::Tensor qweight, Read(checkpoint, source.codes));
       PLACER_ASSIGN_OR_RETURN(at::Tensor qzeros, Read(checkpoint, source.zeros));
       // qweight [in/k, out] -> [in/k, out, k] -> [out, in]
-      const at::Tensor codes =
+      at::Tensor codes =
           UnpackWords(qweight, bits).permute({1, 0, 2}).reshape({layout.out, layout.in});
+      // Activation order: inputs regrouped so that group g is the g-th block of group_size.
+      if (order.defined()) codes = codes.index_select(1, order);
       at::Tensor zeros = UnpackWords(qzeros, bits).reshape({layout.groups(), layout.out}).t();
       if (source.format.zeros_minus_one) zeros = zeros + 1;
       return Pack(codes, zeros, scales.t(), unsigned_middle, layout);
@@ -123,6 +148,16 @@ absl::StatusOr<at::Tensor> RepackQuantizedLinear(const Checkpoint& checkpoint,
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("repacking ", source.slot, " (", source.format.Describe(),
                                             "): ", e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<at::Tensor> QuantizedInputOrder(const Checkpoint& checkpoint,
+                                               const QuantizedLinearSource& source) {
+  try {
+    return InputOrder(checkpoint, source);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("reading the input order of ", source.slot, ": ",
+                                            e.what_without_backtrace()));
   }
 }
 

@@ -8,12 +8,14 @@
 
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
 #include "loader/quantized_slots.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
+#include "model/linear_input_orders.h"
 #include "runtime/block_runner.h"
 
 namespace placer::model {
@@ -91,7 +93,17 @@ class DecoderOnlyModel : public CausalLm {
   virtual void RunBlock(size_t block, const runtime::BlockWeights& weights,
                         BlockState& state) const = 0;
   const loader::ModelConfig& config() const { return config_; }
+  // The orders block inputs are gathered in before reordered linear weights (GPTQ desc_act).
+  // Only a Model that declares `static constexpr bool kGathersReorderedInputs = true` (and
+  // gathers through InputGather) is bound to a checkpoint that has any.
+  const LinearInputOrders& input_orders() const { return *input_orders_; }
   int64_t layer_of(size_t block) const { return static_cast<int64_t>(block) - first_layer_block_; }
+
+ public:
+  static constexpr bool kGathersReorderedInputs = false;
+  void set_input_orders(std::shared_ptr<const LinearInputOrders> orders) {
+    input_orders_ = std::move(orders);
+  }
 
  private:
   absl::Status CheckTokens(const std::vector<int32_t>& token_ids, int64_t room) const;
@@ -109,6 +121,7 @@ class DecoderOnlyModel : public CausalLm {
   // positions: KvCache's ring), else 0.
   int64_t ring_window_ = 0;
   std::shared_ptr<KvBlockPool> kv_pool_;
+  std::shared_ptr<const LinearInputOrders> input_orders_ = std::make_shared<LinearInputOrders>();
 };
 
 // What every architecture's Load does: binds the description's blocks where runtime.plan puts
@@ -118,11 +131,21 @@ absl::StatusOr<std::unique_ptr<CausalLm>> BindDecoderOnly(
     const std::shared_ptr<const loader::Checkpoint>& checkpoint, const ModelRuntime& runtime,
     const loader::ArchitectureDescription& architecture) {
   PLACER_RETURN_IF_ERROR(loader::CheckQuantizableLmHead(architecture, runtime.plan.quantize));
+  PLACER_ASSIGN_OR_RETURN(std::shared_ptr<const LinearInputOrders> input_orders,
+                          LinearInputOrders::Read(*checkpoint, architecture));
+  if (!input_orders->empty() && !Model::kGathersReorderedInputs) {
+    return absl::UnimplementedError(absl::StrCat(
+        checkpoint->dir(), ": ", input_orders->first_slot_name(),
+        "'s g_idx reorders its inputs (GPTQ desc_act, activation order), which placer's ",
+        loader::ArchitectureName(checkpoint->config().architecture),
+        " does not serve yet (the Llama family does; or requantize with desc_act false)"));
+  }
   PLACER_ASSIGN_OR_RETURN(
       auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
                                                 runtime.plan, ComputeScalarType(runtime),
                                                 runtime.accounting, runtime.extra_hooks));
   auto model = std::make_unique<Model>(checkpoint->config(), std::move(runner));
+  model->set_input_orders(std::move(input_orders));
   PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
   return model;
 }

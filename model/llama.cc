@@ -22,13 +22,16 @@ class Llama final : public DecoderOnlyModel {
                          DescribeLlamaFamily(config).first_layer_block()),
         rotary_(config) {}
 
+  // GPTQ activation-order checkpoints: each projection's input is gathered in its order.
+  static constexpr bool kGathersReorderedInputs = true;
+
  protected:
   void RunBlock(size_t block, const runtime::BlockWeights& w, BlockState& state) const override {
     const int64_t layers = config().num_hidden_layers;
     if (block == 0) {
       state.hidden = at::embedding(w[0], state.tokens);
     } else if (layer_of(block) < layers) {
-      RunLayer(layer_of(block), w, state);
+      RunLayer(block, w, state);
     } else if (layer_of(block) == layers) {
       state.hidden = RmsNorm(state.hidden, w[0], config().norm_eps);
     } else {
@@ -37,7 +40,8 @@ class Llama final : public DecoderOnlyModel {
   }
 
  private:
-  void RunLayer(int64_t index, const runtime::BlockWeights& w, BlockState& state) const {
+  void RunLayer(size_t block, const runtime::BlockWeights& w, BlockState& state) const {
+    const int64_t index = layer_of(block);
     const int64_t rows = state.hidden.size(0);
     const int64_t heads = config().num_attention_heads;
     const int64_t kv_heads = config().num_key_value_heads;
@@ -45,10 +49,10 @@ class Llama final : public DecoderOnlyModel {
     at::Tensor& hidden = state.hidden;
     // Projections and the MLP see every sequence's rows at once (one read of the weights);
     // attention is per sequence.
-    const at::Tensor x = RmsNorm(hidden, w[kLlamaInputNorm], config().norm_eps);
-    const at::Tensor q = Linear(x, w[kLlamaQ], w[kLlamaQBias]);
-    const at::Tensor k = Linear(x, w[kLlamaK], w[kLlamaKBias]);
-    const at::Tensor v = Linear(x, w[kLlamaV], w[kLlamaVBias]);
+    InputGather x(input_orders(), block, RmsNorm(hidden, w[kLlamaInputNorm], config().norm_eps));
+    const at::Tensor q = Linear(x.For(kLlamaQ), w[kLlamaQ], w[kLlamaQBias]);
+    const at::Tensor k = Linear(x.For(kLlamaK), w[kLlamaK], w[kLlamaKBias]);
+    const at::Tensor v = Linear(x.For(kLlamaV), w[kLlamaV], w[kLlamaVBias]);
     // Rotary positions for all rows at once (a handful of operations per layer instead of a
     // score per sequence), unless the frequencies depend on each sequence's length.
     at::Tensor q_all = q.view({rows, heads, head_dim});
@@ -83,11 +87,13 @@ class Llama final : public DecoderOnlyModel {
       }
       all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
     }
-    hidden = hidden + Linear(all.view({rows, heads * head_dim}), w[kLlamaO], w[kLlamaOBias]);
-    const at::Tensor y = RmsNorm(hidden, w[kLlamaPostNorm], config().norm_eps);
-    hidden = hidden + Linear(at::silu(Linear(y, w[kLlamaGate], w[kLlamaGateBias])) *
-                                 Linear(y, w[kLlamaUp], w[kLlamaUpBias]),
-                             w[kLlamaDown], w[kLlamaDownBias]);
+    InputGather attended(input_orders(), block, all.view({rows, heads * head_dim}));
+    hidden = hidden + Linear(attended.For(kLlamaO), w[kLlamaO], w[kLlamaOBias]);
+    InputGather y(input_orders(), block, RmsNorm(hidden, w[kLlamaPostNorm], config().norm_eps));
+    InputGather gated(input_orders(), block,
+                      at::silu(Linear(y.For(kLlamaGate), w[kLlamaGate], w[kLlamaGateBias])) *
+                          Linear(y.For(kLlamaUp), w[kLlamaUp], w[kLlamaUpBias]));
+    hidden = hidden + Linear(gated.For(kLlamaDown), w[kLlamaDown], w[kLlamaDownBias]);
   }
 
   RotaryEmbedding rotary_;

@@ -132,6 +132,8 @@ TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
 INSTANTIATE_TEST_SUITE_P(
     Formats, Prequantized,
     ::testing::Values(Format{"gptq", "gptq 4 32", "GPTQ 4-bit (groups of 32, asym, v1)", 4, 32},
+                      Format{"gptq_act_order", "gptq 4 32 --act-order",
+                             "GPTQ 4-bit (groups of 32, asym, desc_act, v1)", 4, 32},
                       Format{"awq", "awq 4 64", "AWQ GEMM 4-bit (groups of 64)", 4, 64},
                       Format{"compressed_tensors_pack", "ct-pack 4 32",
                              "compressed-tensors pack-quantized 4-bit (groups of 32, asymmetric)", 4, 32},

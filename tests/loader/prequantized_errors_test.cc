@@ -252,18 +252,79 @@ TEST_F(PrequantizedErrorsTest, ValuesThatShapesCannotRejectAreCheckedAtRepack) {
     ExpectRepackFails(dir, {q + ".weight_shape", "says [128, 64]", "implies [128, 128]"});
   }
   {
-    // Activation order: inputs 0 and 32 swap groups. Refused (not silently served wrong),
-    // with desc_act true and false.
-    for (bool desc_act : {true, false}) {
+    // Inputs 0 and 32 swap groups without desc_act: refused (not silently served wrong).
+    const std::string dir = Copy("gptq");
+    EditTensors(dir, [&](auto& t) {
+      at::Tensor g = t[q + ".g_idx"].clone();
+      g[0] = 1;
+      g[32] = 0;
+      t[q + ".g_idx"] = g;
+    });
+    ExpectRepackFails(dir, {q + ".g_idx", "input 0 is in group 1", "does not match", "desc_act is false"});
+    fs::remove_all(dir);
+  }
+  {
+    // The same swap with desc_act: activation order, served with the inputs regrouped (the
+    // stable sort of g_idx: group 0 is inputs 1..32, group 1 is input 0 then 33..63).
+    const std::string dir = Copy("gptq");
+    EditQuantization(dir, [&](nlohmann::json& c) { c["desc_act"] = true; });
+    EditTensors(dir, [&](auto& t) {
+      at::Tensor g = t[q + ".g_idx"].clone();
+      g[0] = 1;
+      g[32] = 0;
+      t[q + ".g_idx"] = g;
+    });
+    auto checkpoint = Checkpoint::Open(dir);
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    const QuantizedLinearSource* source = (*checkpoint)->QuantizedLinear(q + ".weight");
+    ASSERT_NE(source, nullptr);
+    auto order = QuantizedInputOrder(**checkpoint, *source);
+    ASSERT_TRUE(order.ok()) << order.status();
+    ASSERT_TRUE(order->defined());
+    std::vector<int64_t> expected;
+    for (int64_t i = 1; i <= 32; ++i) expected.push_back(i);
+    expected.push_back(0);
+    for (int64_t i = 33; i < 128; ++i) expected.push_back(i);
+    EXPECT_TRUE(order->to(at::kLong).equal(at::tensor(expected, at::kLong))) << *order;
+    EXPECT_TRUE(RepackQuantizedLinear(**checkpoint, *source).ok());
+    // k_proj keeps its inputs in group order: no order.
+    auto k_order = QuantizedInputOrder(**checkpoint,
+                                       *(*checkpoint)->QuantizedLinear(
+                                           "model.layers.0.self_attn.k_proj.weight"));
+    ASSERT_TRUE(k_order.ok()) << k_order.status();
+    EXPECT_FALSE(k_order->defined());
+    fs::remove_all(dir);
+  }
+  {
+    // desc_act, but a group index that cannot be: groups must each hold group_size inputs,
+    // and be among the weight's groups.
+    struct Bad {
+      int64_t input, group;
+      std::vector<std::string> needles;
+    };
+    for (const Bad& bad : {Bad{0, 1, {"group 0 holds 31 inputs, not group_size 32"}},
+                           Bad{5, 4, {"input 5 is in group 4, outside 0..3"}},
+                           Bad{7, -1, {"input 7 is in group -1, outside 0..3"}}}) {
       const std::string dir = Copy("gptq");
-      EditQuantization(dir, [&](nlohmann::json& c) { c["desc_act"] = desc_act; });
+      EditQuantization(dir, [&](nlohmann::json& c) { c["desc_act"] = true; });
       EditTensors(dir, [&](auto& t) {
         at::Tensor g = t[q + ".g_idx"].clone();
-        g[0] = 1;
-        g[32] = 0;
+        g[bad.input] = static_cast<int32_t>(bad.group);
         t[q + ".g_idx"] = g;
       });
-      ExpectRepackFails(dir, {q + ".g_idx", "input 0 is in group 1", desc_act ? "desc_act" : "does not match"});
+      auto checkpoint = Checkpoint::Open(dir);
+      ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+      const QuantizedLinearSource* source = (*checkpoint)->QuantizedLinear(q + ".weight");
+      for (const auto& result : {QuantizedInputOrder(**checkpoint, *source),
+                                 RepackQuantizedLinear(**checkpoint, *source)}) {
+        ASSERT_FALSE(result.ok()) << "served g_idx with input " << bad.input << " in group " << bad.group;
+        EXPECT_NE(std::string(result.status().message()).find(q + ".g_idx"), std::string::npos)
+            << result.status();
+        for (const std::string& needle : bad.needles) {
+          EXPECT_NE(std::string(result.status().message()).find(needle), std::string::npos)
+              << "missing \"" << needle << "\" in: " << result.status();
+        }
+      }
       fs::remove_all(dir);
     }
   }

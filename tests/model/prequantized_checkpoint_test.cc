@@ -1,4 +1,4 @@
-// Pre-quantized checkpoints (GPTQ v1/v2, AWQ GEMM, compressed-tensors pack-quantized and
+// Pre-quantized checkpoints (GPTQ v1/v2 with and without activation order, AWQ GEMM, compressed-tensors pack-quantized and
 // int-quantized), written by an independent Python packer (prequantized_writer.py) from a
 // random Llama with every bias: their logits equal those of the same model with each linear
 // weight replaced by its float dequantization (written by the same packer, served
@@ -218,6 +218,8 @@ INSTANTIATE_TEST_SUITE_P(
                            "--sym --quantize-config-file"},
                       Case{"gptq_v2_int8_per_column", "gptq_v2", 8, -1, ""},
                       Case{"gptq_v1_int8_g32_sym", "gptq", 8, 32, "--sym"},
+                      Case{"gptq_v1_int4_g32_act_order", "gptq", 4, 32, "--act-order"},
+                      Case{"gptq_v2_int8_g64_sym_act_order", "gptq_v2", 8, 64, "--sym --act-order"},
                       Case{"awq_gemm_int4_g64", "awq", 4, 64, ""},
                       Case{"ct_pack_int4_g32_asym", "ct-pack", 4, 32, ""},
                       Case{"ct_pack_int4_channel_sym", "ct-pack", 4, -1, "--sym"},

@@ -7,10 +7,14 @@ usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_S
   BASE_DIR: an unquantized F32 Llama checkpoint (placer-make-checkpoint, biases included);
   FORMAT: gptq | gptq_v2 | awq | ct-pack | ct-int; GROUP_SIZE -1: one group per column;
   --sym: symmetric zero points; --quantize-config-file: GPTQ's config in quantize_config.json
-  instead of config.json.
+  instead of config.json; --act-order (GPTQ): desc_act, each linear's inputs quantized in a
+  random order (as GPTQ orders them by activation size), groups taken along that order and
+  g_idx saying each input's group; q_proj and k_proj share an order, as do gate_proj and
+  up_proj (they see the same input), v_proj, o_proj and down_proj have their own.
 OUT_DIR gets the quantized checkpoint; REFERENCE_DIR the same model with every linear weight
 replaced by its exact float dequantization (w = (q - z) * s), unquantized, in F32.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -105,21 +109,32 @@ def dequantize(q, z, s, group):
     return w.reshape(out, inp).to(torch.float32)
 
 
-def quantize_linear(prefix, w, fmt, bits, group_size, sym):
-    """The stored tensors of one nn.Linear weight w [out, in] and its dequantization."""
+def quantize_linear(prefix, w, fmt, bits, group_size, sym, perm=None):
+    """The stored tensors of one nn.Linear weight w [out, in] and its dequantization. perm
+    (GPTQ act-order): the order the inputs are quantized in, groups taken along it."""
     out, inp = w.shape
     group = inp if group_size == -1 else group_size
     maxq = 2 ** bits - 1
     if fmt in ("gptq", "gptq_v2"):
+        perm = torch.arange(inp) if perm is None else perm
         # v1 stores z - 1 in `bits` bits, so z must be 1..2^bits-1 there.
-        q, z, s = grid(w, group, bits, sym, torch.float16, (1 if fmt == "gptq" else 0, maxq))
+        q_in_perm, z, s = grid(w[:, perm], group, bits, sym, torch.float16,
+                               (1 if fmt == "gptq" else 0, maxq))
+        # AutoGPTQ's pack keeps the inputs in their own order; g_idx names each one's group.
+        q = torch.empty_like(q_in_perm)
+        q[:, perm] = q_in_perm
+        g_idx = torch.empty(inp, dtype=torch.int32)
+        g_idx[perm] = (torch.arange(inp) // group).to(torch.int32)
         stored_z = z - 1 if fmt == "gptq" else z
         tensors = {
             prefix + ".qweight": pack_rows(q.t().contiguous(), bits),                # [in*b/32, out]
             prefix + ".qzeros": pack_columns(stored_z.t().contiguous(), bits),       # [groups, out*b/32]
             prefix + ".scales": s.t().contiguous().to(torch.float16),               # [groups, out]
-            prefix + ".g_idx": (torch.arange(inp) // group).to(torch.int32),
+            prefix + ".g_idx": g_idx,
         }
+        dequantized = torch.empty_like(w)
+        dequantized[:, perm] = dequantize(q_in_perm, z, s, group)
+        return tensors, dequantized
     elif fmt == "awq":
         q, z, s = grid(w, group, bits, False, torch.float16, (0, maxq))
         order = [0, 2, 4, 6, 1, 3, 5, 7]
@@ -151,10 +166,10 @@ def quantize_linear(prefix, w, fmt, bits, group_size, sym):
     return tensors, dequantize(q, z, s, group)
 
 
-def quantization_config(fmt, bits, group_size, sym):
+def quantization_config(fmt, bits, group_size, sym, act_order):
     if fmt in ("gptq", "gptq_v2"):
         return {"quant_method": "gptq", "bits": bits, "group_size": group_size, "sym": sym,
-                "desc_act": False, "damp_percent": 0.01, "true_sequential": True,
+                "desc_act": act_order, "damp_percent": 0.01, "true_sequential": True,
                 "static_groups": False, "checkpoint_format": fmt, "model_name_or_path": None,
                 "model_file_base_name": None}
     if fmt == "awq":
@@ -193,14 +208,23 @@ def main(argv):
         sys.exit(f"prequantized_writer.py: BITS and GROUP_SIZE must be integers, got "
                  f"{bits!r} and {group_size!r}")
     sym = "--sym" in argv
+    act_order = "--act-order" in argv
+    if act_order and fmt not in ("gptq", "gptq_v2"):
+        sys.exit("prequantized_writer.py: --act-order is GPTQ's (desc_act)")
     torch.manual_seed(20)
     tensors = read_safetensors(os.path.join(base, "model.safetensors"))
     quantized, reference = {}, {}
     for name, t in tensors.items():
         parts = name.split(".")
         if name.endswith(".weight") and len(parts) > 2 and parts[-2] in LINEAR:
+            perm = None
+            if act_order:
+                shared = {"k_proj": "q_proj", "up_proj": "gate_proj"}.get(parts[-2], parts[-2])
+                key = ".".join(parts[:-2] + [shared])
+                seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+                perm = torch.randperm(t.shape[1], generator=torch.Generator().manual_seed(seed))
             stored, dequantized = quantize_linear(name[:-len(".weight")], t.float(), fmt, bits,
-                                                  group_size, sym)
+                                                  group_size, sym, perm)
             quantized.update(stored)
             reference[name] = dequantized
         else:
@@ -219,7 +243,7 @@ def main(argv):
                 shutil.copy(os.path.join(base, side), d)
     with open(os.path.join(ref_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    qconfig = quantization_config(fmt, bits, group_size, sym)
+    qconfig = quantization_config(fmt, bits, group_size, sym, act_order)
     if "--quantize-config-file" in argv:
         del qconfig["quant_method"]  # AutoGPTQ's quantize_config.json has none
         with open(os.path.join(out_dir, "quantize_config.json"), "w") as f:
