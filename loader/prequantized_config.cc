@@ -173,9 +173,17 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
   if (type != "int") return w.Error("type", absl::StrCat("'", type, "' weights are not supported (\"int\")"));
   PLACER_ASSIGN_OR_RETURN(format.symmetric, ReadBoolField(*weights, w.at(), "symmetric", true));
   PLACER_RETURN_IF_ERROR(RequireFalse(*weights, w, "dynamic", "dynamic weight scales are not supported"));
+  // "weight" and "static" quantize in activation order but store the groups in input order;
+  // "group" (or true) stores them in activation order, each input's group in weight_g_idx.
   PLACER_ASSIGN_OR_RETURN(const json* actorder, FindJsonField(*weights, w.at(), "actorder"));
-  if (actorder != nullptr && *actorder != false) {
-    return w.Error("actorder", "activation-ordered groups are not supported");
+  if (actorder != nullptr && !actorder->is_null() && *actorder != false && *actorder != "weight" &&
+      *actorder != "static") {
+    if (*actorder != "group" && *actorder != true) {
+      return w.Error("actorder", absl::StrCat(actorder->dump(), " is not an activation ordering "
+                                              "(null, \"group\", \"weight\" or \"static\")"));
+    }
+    if (!packed) return w.Error("actorder", "activation-ordered groups need pack-quantized weights");
+    format.desc_act = true;
   }
   PLACER_ASSIGN_OR_RETURN(const std::string strategy, ReadStringField(*weights, w.at(), "strategy"));
   if (strategy == "channel") {
@@ -214,7 +222,8 @@ std::string PrequantizedFormat::Describe() const {
     case PrequantizedMethod::kAwq: return absl::StrCat("AWQ GEMM ", bits, "-bit (", groups, ")");
     case PrequantizedMethod::kCompressedPacked:
       return absl::StrCat("compressed-tensors pack-quantized ", bits, "-bit (", groups,
-                          symmetric ? ", symmetric" : ", asymmetric", ")");
+                          symmetric ? ", symmetric" : ", asymmetric",
+                          desc_act ? ", actorder group" : "", ")");
     case PrequantizedMethod::kCompressedInt:
       return absl::StrCat("compressed-tensors int-quantized 8-bit (", groups,
                           dynamic_int8_activations ? "; activations kept in the compute dtype" : "",

@@ -35,7 +35,9 @@ struct PrequantizedFormat {
   // Inputs per scale; 0 = one group over all inputs (GPTQ -1, compressed-tensors "channel").
   std::int64_t group_size = 0;
   bool symmetric = true;
-  bool desc_act = false;            // GPTQ
+  // Activation order: g_idx may put inputs in groups in any order (GPTQ desc_act,
+  // compressed-tensors actorder "group", whose g_idx is weight_g_idx).
+  bool desc_act = false;
   bool zeros_minus_one = true;      // GPTQ v1 ("gptq"); false for "gptq_v2"
   // compressed-tensors int-quantized: int8 activations the checkpoint was calibrated for,
   // which placer leaves in the compute dtype (logged).

@@ -41,8 +41,11 @@ absl::StatusOr<at::Tensor> InputOrder(const Checkpoint& checkpoint,
     const int64_t first = (g_idx != in_order).nonzero()[0][0].item<int64_t>();
     return absl::InvalidArgumentError(absl::StrCat(
         where(), "input ", first, " is in group ", g_idx[first].item<int64_t>(), ", not ",
-        in_order[first].item<int64_t>(), " (", first, " / ", group_size,
-        "): g_idx does not match group_size, and desc_act is false"));
+        in_order[first].item<int64_t>(), " (", first, " / ", group_size, "): it does not match "
+        "group_size, and ", source.format.method == PrequantizedMethod::kGptq
+                                ? "desc_act is false"
+                                : "actorder is not \"group\"",
+        " (no activation order)"));
   }
   const int64_t groups = source.layout.groups();
   const at::Tensor out_of_range = at::logical_or(g_idx < 0, g_idx >= groups);
@@ -116,9 +119,11 @@ absl::StatusOr<at::Tensor> Repack(const Checkpoint& checkpoint,
             shape[0].item<int64_t>(), ", ", shape[1].item<int64_t>(), "] but config.json implies [",
             layout.out, ", ", layout.in, "]"));
       }
+      PLACER_ASSIGN_OR_RETURN(const at::Tensor order, InputOrder(checkpoint, source));
       PLACER_ASSIGN_OR_RETURN(at::Tensor packed, Read(checkpoint, source.codes));
       // Stored as code + 2^(bits-1): the signed code is stored - 2^(bits-1).
-      const at::Tensor stored = UnpackWords(packed, bits).reshape({layout.out, layout.in});
+      at::Tensor stored = UnpackWords(packed, bits).reshape({layout.out, layout.in});
+      if (order.defined()) stored = stored.index_select(1, order);
       at::Tensor zeros = at::zeros_like(scales, at::kLong);
       if (!source.zeros.empty()) {
         PLACER_ASSIGN_OR_RETURN(zeros, Read(checkpoint, source.zeros));

@@ -2,11 +2,11 @@
 // placer's packed layout (loader/quantized_layout.h), exactly: the integer codes are kept, the
 // scales become float32 and an integer zero point z becomes the offset m = -z·s, so that
 // fma(q, s, m) is the format's (q - z)·s in float32. Values the tensor shapes cannot reject
-// are checked here: GPTQ's g_idx, compressed-tensors' weight_shape.
+// are checked here: GPTQ's g_idx, compressed-tensors' weight_g_idx and weight_shape.
 //
-// GPTQ's activation order (desc_act): g_idx gives each input's group, in any order. The packed
-// layout wants each group's inputs contiguous, so such a weight is repacked with its inputs
-// reordered (group by group, stable) and the model gathers its input in the same order before
+// Activation order (GPTQ desc_act, compressed-tensors actorder "group"): g_idx gives each
+// input's group, in any order. The packed layout wants each group's inputs contiguous, so
+// such a weight is repacked with its inputs reordered (group by group, stable) and the model gathers its input in the same order before
 // the product (QuantizedInputOrder; model/linear_input_orders.h): y = W[:, order] · x[order],
 // the same sum in another order.
 #pragma once

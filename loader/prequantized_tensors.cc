@@ -111,6 +111,8 @@ absl::StatusOr<QuantizedLinearSource> MatchSlot(const TensorDescription& slot,
                                                         !format.symmetric));
       PLACER_ASSIGN_OR_RETURN(source.shape, parts.Check(prefix + ".weight_shape",
                                                         {DType::kI64, DType::kI32}, {2}, true));
+      PLACER_ASSIGN_OR_RETURN(source.group_index, parts.Check(prefix + ".weight_g_idx",
+                                                              {DType::kI32}, {in}, format.desc_act));
       break;
     }
     case PrequantizedMethod::kCompressedInt: {

@@ -13,7 +13,8 @@
 //          0 2 4 6 1 3 5 7), P.scales float [groups, out];
 //   compressed-tensors pack-quantized: P.weight_packed I32 [out, in·bits/32] (inputs packed,
 //          codes stored + 2^(bits-1)), P.weight_scale float [out, groups], P.weight_shape int
-//          [2], P.weight_zero_point int8 [out, groups] (required when asymmetric);
+//          [2], P.weight_zero_point int8 [out, groups] (required when asymmetric),
+//          P.weight_g_idx I32 [in] (required with actorder "group");
 //   compressed-tensors int-quantized: P.weight I8 [out, in], P.weight_scale float [out, 1],
 //          P.weight_zero_point int8 [out, 1] (optional).
 #pragma once
@@ -47,7 +48,7 @@ struct QuantizedLinearSource {
   std::string codes;        // qweight / weight_packed / weight
   std::string zeros;        // qzeros / weight_zero_point
   std::string scales;       // scales / weight_scale
-  std::string group_index;  // GPTQ g_idx
+  std::string group_index;  // GPTQ g_idx, compressed-tensors weight_g_idx
   std::string shape;        // compressed-tensors weight_shape
 };
 

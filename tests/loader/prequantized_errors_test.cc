@@ -184,7 +184,10 @@ TEST_F(PrequantizedErrorsTest, AwqAndCompressedTensorsConfigFieldsAreValidated) 
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["num_bits"] = 2; }, {"config_groups.group_0.weights.num_bits", "2-bit"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["type"] = "float"; }, {"config_groups.group_0.weights.type"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["strategy"] = "tensor"; }, {"config_groups.group_0.weights.strategy", "tensor"}},
-      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["actorder"] = "group"; }, {"config_groups.group_0.weights.actorder"}},
+      // actorder "group" needs each input's group: weight_g_idx, which this checkpoint lacks.
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["actorder"] = "group"; }, {"q_proj.weight_g_idx", "missing"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["actorder"] = "sideways"; }, {"config_groups.group_0.weights.actorder", "not an activation ordering"}},
+      {"ct-int", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["actorder"] = "group"; }, {"config_groups.group_0.weights.actorder", "pack-quantized"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["group_size"] = 40; }, {"config_groups.group_0.weights.group_size", "multiple of 32"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["dynamic"] = true; }, {"config_groups.group_0.weights.dynamic"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["output_activations"] = {{"num_bits", 8}}; }, {"config_groups.group_0.output_activations"}},
@@ -325,6 +328,22 @@ TEST_F(PrequantizedErrorsTest, ValuesThatShapesCannotRejectAreCheckedAtRepack) {
               << "missing \"" << needle << "\" in: " << result.status();
         }
       }
+      fs::remove_all(dir);
+    }
+  }
+  {
+    // compressed-tensors actorder "weight" and "static" keep the groups in input order: served
+    // as they are, with no weight_g_idx.
+    for (const char* actorder : {"weight", "static"}) {
+      const std::string dir = Copy("ct-pack");
+      EditQuantization(dir, [&](nlohmann::json& c) {
+        c["config_groups"]["group_0"]["weights"]["actorder"] = actorder;
+      });
+      auto checkpoint = Checkpoint::Open(dir);
+      ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+      const QuantizedLinearSource* source = (*checkpoint)->QuantizedLinear(q + ".weight");
+      ASSERT_NE(source, nullptr);
+      EXPECT_TRUE(RepackQuantizedLinear(**checkpoint, *source).ok());
       fs::remove_all(dir);
     }
   }

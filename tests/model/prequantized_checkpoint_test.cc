@@ -222,6 +222,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gptq_v2_int8_g64_sym_act_order", "gptq_v2", 8, 64, "--sym --act-order"},
                       Case{"awq_gemm_int4_g64", "awq", 4, 64, ""},
                       Case{"ct_pack_int4_g32_asym", "ct-pack", 4, 32, ""},
+                      Case{"ct_pack_int4_g64_sym_actorder_group", "ct-pack", 4, 64, "--sym --act-order"},
                       Case{"ct_pack_int4_channel_sym", "ct-pack", 4, -1, "--sym"},
                       Case{"ct_pack_int8_g64_sym", "ct-pack", 8, 64, "--sym"},
                       Case{"ct_int8_channel", "ct-int", 8, -1, "--sym"}),

@@ -7,9 +7,9 @@ usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_S
   BASE_DIR: an unquantized F32 Llama checkpoint (placer-make-checkpoint, biases included);
   FORMAT: gptq | gptq_v2 | awq | ct-pack | ct-int; GROUP_SIZE -1: one group per column;
   --sym: symmetric zero points; --quantize-config-file: GPTQ's config in quantize_config.json
-  instead of config.json; --act-order (GPTQ): desc_act, each linear's inputs quantized in a
-  random order (as GPTQ orders them by activation size), groups taken along that order and
-  g_idx saying each input's group; q_proj and k_proj share an order, as do gate_proj and
+  instead of config.json; --act-order (GPTQ desc_act, ct-pack actorder "group"): each
+  linear's inputs quantized in a random order (as GPTQ orders them by activation size),
+  groups taken along that order and g_idx saying each input's group; q_proj and k_proj share an order, as do gate_proj and
   up_proj (they see the same input), v_proj, o_proj and down_proj have their own.
 OUT_DIR gets the quantized checkpoint; REFERENCE_DIR the same model with every linear weight
 replaced by its exact float dequantization (w = (q - z) * s), unquantized, in F32.
@@ -147,14 +147,25 @@ def quantize_linear(prefix, w, fmt, bits, group_size, sym, perm=None):
         # Signed codes c = q - 2^(bits-1), zero point zp = z - 2^(bits-1): w = (c - zp) * s;
         # pack_to_int32 stores c + 2^(bits-1) = q along the input, lowest bits first.
         half = 2 ** (bits - 1)
-        q, z, s = grid(w, group, bits, sym, torch.bfloat16, (0, maxq))
+        ordered = perm is not None
+        perm = torch.arange(inp) if perm is None else perm
+        q_in_perm, z, s = grid(w[:, perm], group, bits, sym, torch.bfloat16, (0, maxq))
+        q = torch.empty_like(q_in_perm)
+        q[:, perm] = q_in_perm
         tensors = {
             prefix + ".weight_packed": pack_columns(q, bits),                         # [out, in*b/32]
             prefix + ".weight_scale": s.to(torch.bfloat16),                           # [out, groups]
             prefix + ".weight_shape": torch.tensor([out, inp], dtype=torch.int64),
         }
+        if ordered:  # actorder "group": each input's group, inputs in their own order
+            g_idx = torch.empty(inp, dtype=torch.int32)
+            g_idx[perm] = (torch.arange(inp) // group).to(torch.int32)
+            tensors[prefix + ".weight_g_idx"] = g_idx
         if not sym:  # symmetric: z = 2^(bits-1), zp = 0, and compressed-tensors omits it
             tensors[prefix + ".weight_zero_point"] = (z - half).to(torch.int8)
+        dequantized = torch.empty_like(w)
+        dequantized[:, perm] = dequantize(q_in_perm, z, s, group)
+        return tensors, dequantized
     elif fmt == "ct-int":
         s = (w.abs().amax(-1, keepdim=True) / 127).clamp(min=1e-4).to(torch.float16).float()
         c = torch.round(w / s).clamp(-128, 127).to(torch.int64)
@@ -176,7 +187,8 @@ def quantization_config(fmt, bits, group_size, sym, act_order):
         return {"quant_method": "awq", "bits": bits, "group_size": group_size,
                 "zero_point": True, "version": "gemm", "modules_to_not_convert": None}
     weights = {"num_bits": bits, "type": "int", "symmetric": sym, "dynamic": False,
-               "strategy": "channel" if group_size == -1 else "group", "actorder": None,
+               "strategy": "channel" if group_size == -1 else "group",
+               "actorder": "group" if act_order else None,
                "observer": "minmax", "block_structure": None}
     if group_size != -1:
         weights["group_size"] = group_size
@@ -209,8 +221,9 @@ def main(argv):
                  f"{bits!r} and {group_size!r}")
     sym = "--sym" in argv
     act_order = "--act-order" in argv
-    if act_order and fmt not in ("gptq", "gptq_v2"):
-        sys.exit("prequantized_writer.py: --act-order is GPTQ's (desc_act)")
+    if act_order and fmt not in ("gptq", "gptq_v2", "ct-pack"):
+        sys.exit("prequantized_writer.py: --act-order is GPTQ's (desc_act) and compressed-tensors "
+                 "pack-quantized's (actorder \"group\")")
     torch.manual_seed(20)
     tensors = read_safetensors(os.path.join(base, "model.safetensors"))
     quantized, reference = {}, {}
