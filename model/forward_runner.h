@@ -97,6 +97,8 @@ class DecoderOnlyModel : public CausalLm {
   // Only a Model that declares `static constexpr bool kGathersReorderedInputs = true` (and
   // gathers through InputGather) is bound to a checkpoint that has any.
   const LinearInputOrders& input_orders() const { return *input_orders_; }
+  // The dtype blocks compute in (what a packed embedding table's rows are dequantized to).
+  at::ScalarType compute_type() const { return compute_type_; }
   int64_t layer_of(size_t block) const { return static_cast<int64_t>(block) - first_layer_block_; }
 
  public:
@@ -104,6 +106,7 @@ class DecoderOnlyModel : public CausalLm {
   void set_input_orders(std::shared_ptr<const LinearInputOrders> orders) {
     input_orders_ = std::move(orders);
   }
+  void set_compute_type(at::ScalarType type) { compute_type_ = type; }
 
  private:
   absl::Status CheckTokens(const std::vector<int32_t>& token_ids, int64_t room) const;
@@ -122,6 +125,7 @@ class DecoderOnlyModel : public CausalLm {
   int64_t ring_window_ = 0;
   std::shared_ptr<KvBlockPool> kv_pool_;
   std::shared_ptr<const LinearInputOrders> input_orders_ = std::make_shared<LinearInputOrders>();
+  at::ScalarType compute_type_ = at::kFloat;
 };
 
 // What every architecture's Load does: binds the description's blocks where runtime.plan puts
@@ -130,7 +134,6 @@ template <class Model>
 absl::StatusOr<std::unique_ptr<CausalLm>> BindDecoderOnly(
     const std::shared_ptr<const loader::Checkpoint>& checkpoint, const ModelRuntime& runtime,
     const loader::ArchitectureDescription& architecture) {
-  PLACER_RETURN_IF_ERROR(loader::CheckQuantizableLmHead(architecture, runtime.plan.quantize));
   PLACER_ASSIGN_OR_RETURN(std::shared_ptr<const LinearInputOrders> input_orders,
                           LinearInputOrders::Read(*checkpoint, architecture));
   if (!input_orders->empty() && !Model::kGathersReorderedInputs) {
@@ -146,6 +149,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> BindDecoderOnly(
                                                 runtime.accounting, runtime.extra_hooks));
   auto model = std::make_unique<Model>(checkpoint->config(), std::move(runner));
   model->set_input_orders(std::move(input_orders));
+  model->set_compute_type(ComputeScalarType(runtime));
   PLACER_RETURN_IF_ERROR(model->AllocateKvCache(runtime));
   return model;
 }

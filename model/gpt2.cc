@@ -51,7 +51,7 @@ class Gpt2 final : public DecoderOnlyModel {
     const int64_t layers = config().num_hidden_layers;
     const int64_t hidden_size = config().hidden_size;
     if (block == 0) {
-      state.hidden = at::embedding(w[0], state.tokens);
+      state.hidden = EmbeddingRows(w[0], state.tokens, compute_type());
     } else if (block == 1) {
       std::vector<at::Tensor> positions;
       for (const SequenceRows& sequence : state.sequences) {
@@ -64,7 +64,9 @@ class Gpt2 final : public DecoderOnlyModel {
     } else if (layer_of(block) == layers) {
       state.hidden = at::layer_norm(state.hidden, {hidden_size}, w[0], w[1], config().norm_eps);
     } else {
-      state.hidden = at::linear(state.hidden, w[0]);
+      // The tied head: packed under --quantize-lm-head, else ATen's linear as before.
+      state.hidden = loader::IsPackedWeight(w[0]) ? Linear(state.hidden, w[0])
+                                                  : at::linear(state.hidden, w[0]);
     }
   }
 

@@ -29,7 +29,7 @@ class Llama final : public DecoderOnlyModel {
   void RunBlock(size_t block, const runtime::BlockWeights& w, BlockState& state) const override {
     const int64_t layers = config().num_hidden_layers;
     if (block == 0) {
-      state.hidden = at::embedding(w[0], state.tokens);
+      state.hidden = EmbeddingRows(w[0], state.tokens, compute_type());
     } else if (layer_of(block) < layers) {
       RunLayer(block, w, state);
     } else if (layer_of(block) == layers) {

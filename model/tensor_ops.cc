@@ -71,6 +71,17 @@ constexpr int64_t kCacheResidentWeightBytes = int64_t{16} << 20;
 
 }  // namespace
 
+at::Tensor EmbeddingRows(const at::Tensor& table, const at::Tensor& tokens, at::ScalarType dtype) {
+  if (!loader::IsPackedWeight(table)) return at::embedding(table, tokens);
+  const at::Tensor rows = table.index_select(0, tokens.to(table.device()).reshape({-1}));
+  const at::Tensor values = table.device().is_cpu()
+                                ? loader::DequantizeLinearWeight(rows, dtype)
+                                : loader::DequantizeLinearWeightOnDevice(rows, dtype);
+  std::vector<int64_t> shape = tokens.sizes().vec();
+  shape.push_back(values.size(-1));
+  return values.view(shape);
+}
+
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;

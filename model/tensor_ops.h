@@ -13,6 +13,12 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // (loader/quantized_weight.h: model/quantized_linear.h multiplies it).
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 
+// Rows `tokens` (int64) of an embedding table in `dtype`: at::embedding of a table in the
+// compute dtype, or the rows of a packed table (a tied lm_head under --quantize-lm-head)
+// dequantized exactly (loader::DequantizeLinearWeight), as llama.cpp reads its quantized
+// token_embd.
+at::Tensor EmbeddingRows(const at::Tensor& table, const at::Tensor& tokens, at::ScalarType dtype);
+
 // Scaled dot-product attention over [heads, T, d] queries and [kv_heads, S, d] keys/values,
 // where the T queries sit at positions S-T .. S-1 (causal). kv heads are shared by
 // heads / kv_heads query heads (grouped-query attention). window > 0 (Mistral's sliding

@@ -45,9 +45,6 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
   std::map<std::string, const loader::TensorDescription*> slots;
   for (const loader::TensorDescription* slot : architecture.Slots()) slots.emplace(slot->name, slot);
   const std::optional<loader::PrequantizedFormat>& prequantized = config.quantization;
-  if (absl::Status head = loader::CheckQuantizableLmHead(architecture, quantize); !head.ok()) {
-    return head;
-  }
   if (prequantized && quantize.enabled()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--quantize ", loader::DescribeQuantizeOptions(quantize), ": the checkpoint is already ",

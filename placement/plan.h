@@ -75,6 +75,9 @@ struct PlanSizing {
   std::string offload_dir;    // where disk tensors in another dtype are converted to
   // --quantize: decoder-layer linear weights were sized (and are bound) packed.
   loader::QuantizeOptions quantize;
+  // The lm_head reads the token embedding's table (tie_word_embeddings): under
+  // --quantize-lm-head that one table is packed.
+  bool lm_head_tied = false;
 };
 
 struct Plan {

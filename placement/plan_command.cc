@@ -196,6 +196,9 @@ absl::StatusOr<Plan> BuildPlan(const PlanCommandArgs& args) {
   plan->sizing.prefetch = args.placement.prefetch && (!plan->offload_staged || plan->staging_slots == 2);
   plan->sizing.offload_dir = args.placement.offload_dir;
   plan->sizing.quantize = model.quantize;
+  if (const std::optional<int> head = tree.FindTensor("lm_head.weight")) {
+    plan->sizing.lm_head_tied = tree.tensors()[static_cast<std::size_t>(*head)].tied_group >= 0;
+  }
   return plan;
 }
 

@@ -39,7 +39,7 @@ struct PlacementOptions {
   // decoder layers' linear weights packed at load and planned in their packed bytes.
   std::string quantize = "none";
   std::int64_t quantize_group_size = 0;
-  // --quantize-lm-head none|int8|int4: the (untied) lm_head packed too.
+  // --quantize-lm-head none|int8|int4: the lm_head packed too (a tied one: the shared table).
   std::string quantize_lm_head = "none";
   // --quantize-activations none|int8: 4-bit weights multiply int8 activations (AVX512-VNNI).
   std::string quantize_activations = "none";

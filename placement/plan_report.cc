@@ -33,6 +33,12 @@ std::string QuantizationSummary(const Plan& plan) {
   const std::string kept =
       plan.sizing.compute_dtype ? std::string(loader::DTypeName(*plan.sizing.compute_dtype))
                                 : "their own dtype";
+  if (plan.sizing.quantize.quantizes_lm_head() && plan.sizing.lm_head_tied) {
+    return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
+                        ": decoder-layer linear weights and lm_head, sized and held packed (the "
+                        "lm_head is tied: one packed table, whose lookup dequantizes the rows it "
+                        "reads); norms and biases stay ", kept);
+  }
   if (plan.sizing.quantize.quantizes_lm_head()) {
     return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
                         ": decoder-layer linear weights and lm_head, sized and held packed; "

@@ -18,10 +18,10 @@ std::vector<BlockSpec> BlockSpecsFor(const loader::ArchitectureDescription& arch
   for (const loader::BlockDescription& block : architecture.blocks) {
     BlockSpec spec{block.module, {}, block.row_lookup};
     for (const loader::TensorDescription& tensor : block.tensors) {
-      // A tied head reads the embedding's tensor, which the lookup needs as it is: never
-      // packed (loader::CheckQuantizableLmHead refuses to be asked).
+      // A tied head reads the embedding's tensor: both slots are the head's (HoldsLmHead), so
+      // both read one table, packed or not.
       spec.tensors.push_back({tensor.source(), !tensor.present, tensor.linear,
-                              tensor.lm_head && tensor.tied_to.empty()});
+                              loader::HoldsLmHead(tensor)});
     }
     blocks.push_back(std::move(spec));
   }

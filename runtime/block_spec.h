@@ -20,7 +20,8 @@ struct BlockTensor {
   // tensor in its slot. A tensor not absent must be in the checkpoint.
   bool absent = false;
   // What decides whether --quantize packs the slot (PackedUnder, loader/quantized_slots.h): a
-  // decoder layer's linear weight (and how it is stored), or an untied lm_head's ([out, in]).
+  // decoder layer's linear weight (and how it is stored), or the lm_head's ([out, in]; a tied
+  // head's is the embedding table, loader::HoldsLmHead).
   loader::LinearWeight linear = loader::LinearWeight::kNone;
   bool lm_head = false;
 };

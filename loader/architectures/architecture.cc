@@ -47,6 +47,19 @@ bool ArchitectureDescription::IsNonParameterBuffer(const std::string& canonical_
   return false;
 }
 
+void MarkTiedLmHeadTable(ArchitectureDescription& architecture) {
+  std::string table;
+  for (const TensorDescription* slot : architecture.Slots()) {
+    if (slot->lm_head && !slot->tied_to.empty()) table = slot->tied_to;
+  }
+  if (table.empty()) return;
+  for (BlockDescription& block : architecture.blocks) {
+    for (TensorDescription& slot : block.tensors) {
+      if (slot.name == table) slot.tied_lm_head_table = true;
+    }
+  }
+}
+
 ArchitectureDescription DescribeArchitecture(const ModelConfig& config) {
   switch (config.architecture) {
     case Architecture::kGpt2:

@@ -43,12 +43,15 @@ struct TensorDescription {
   std::string tied_to;
   LinearWeight linear = LinearWeight::kNone;
   // The lm_head's weight ([vocab, hidden], as nn.Linear stores it): packed only under
-  // --quantize-lm-head, and never when tied (the embedding lookup reads the same tensor).
+  // --quantize-lm-head.
   bool lm_head = false;
+  // The token embedding a tied lm_head reads (MarkTiedLmHeadTable): under --quantize-lm-head
+  // packed with the head's options, one table for both, whose lookup dequantizes its rows.
+  bool tied_lm_head_table = false;
 
   static TensorDescription Of(std::string name, std::vector<std::int64_t> shape,
                               TensorInit init = TensorInit::kNormal) {
-    return {std::move(name), std::move(shape), init, true, "", LinearWeight::kNone, false};
+    return {std::move(name), std::move(shape), init, true, "", LinearWeight::kNone, false, false};
   }
   // The checkpoint tensor whose bytes fill the slot.
   const std::string& source() const { return tied_to.empty() ? name : tied_to; }
@@ -89,6 +92,9 @@ struct ArchitectureDescription {
 };
 
 ArchitectureDescription DescribeArchitecture(const ModelConfig& config);
+
+// Sets tied_lm_head_table on the slot a tied lm_head reads (each Describe* calls it last).
+void MarkTiedLmHeadTable(ArchitectureDescription& architecture);
 
 // The description's checkpoint tensors as the writer and the loader use them.
 struct ExpectedTensor {

@@ -45,6 +45,7 @@ ArchitectureDescription DescribeGpt2(const ModelConfig& c) {
   head.lm_head = true;
   if (c.tie_word_embeddings) head.tied_to = "transformer.wte.weight";
   out.blocks.push_back({"lm_head", "", false, {head}});
+  MarkTiedLmHeadTable(out);
   return out;
 }
 

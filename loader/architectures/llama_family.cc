@@ -50,6 +50,7 @@ ArchitectureDescription DescribeLlamaFamily(const ModelConfig& c) {
   head.lm_head = true;
   if (c.tie_word_embeddings) head.tied_to = "model.embed_tokens.weight";
   out.blocks.push_back({"lm_head", "", false, {head}});
+  MarkTiedLmHeadTable(out);
   return out;
 }
 

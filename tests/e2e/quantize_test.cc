@@ -163,6 +163,54 @@ TEST_F(Quantize, QuantizeLmHeadPlansAndServesTheHeadPacked) {
   EXPECT_EQ(tokens.size(), 4u);
 }
 
+// A tied lm_head (Llama 3.2, Qwen2.5's small models, GPT-2) is the embedding's table: under
+// --quantize-lm-head it is packed once, the head multiplies it packed and the lookup
+// dequantizes the rows it reads.
+TEST_F(Quantize, ATiedHeadIsOnePackedTableThatServes) {
+  const fs::path tied = dir_ / "tied";
+  const CommandResult made = RunCommand(std::string(PLACER_MAKE_CHECKPOINT_PATH) + " --out " +
+                                        tied.string() + kModelArgs + " --tie-word-embeddings true");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const auto plan = [&](const std::string& extra) {
+    const CommandResult result =
+        RunCommand(std::string(PLACER_CLI_PATH) + " plan " + tied.string() + " --devices " +
+                   kDevices + kLimits + " --format json " + extra);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    return nlohmann::json::parse(result.output, nullptr, false);
+  };
+  const nlohmann::json layers = plan("--quantize int4");
+  const nlohmann::json head = plan("--quantize int4 --quantize-lm-head int8");
+  ASSERT_FALSE(layers.is_discarded() || head.is_discarded());
+  // The table [300, 256]: BF16 300 x 256 x 2 bytes, int8 per row 300 x (8 + 256), counted once.
+  const auto all_weights = [&](const nlohmann::json& p) {
+    return WeightsOn(p, "cuda:0") + WeightsOn(p, "cpu");
+  };
+  EXPECT_EQ(all_weights(layers) - all_weights(head), 300u * 256 * 2 - 300u * (8 + 256))
+      << head.dump(2);
+  EXPECT_NE(head.at("quantize").at("summary").get<std::string>().find(
+                "the lm_head is tied: one packed table"),
+            std::string::npos)
+      << head.dump(2);
+
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", tied.string(), "--devices", kDevices,
+                                          "--max-seq-len", "64", "--max-batch-size", "2",
+                                          "--quantize", "int4", "--quantize-lm-head", "int8"}));
+  ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+  client::PlacerClient client({ports.target(), seconds(20)});
+  v1::GenerateRequest request;
+  for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);
+  request.mutable_params()->set_max_new_tokens(4);
+  request.mutable_params()->set_ignore_eos(true);
+  std::vector<int32_t> tokens;
+  const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
+    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+  });
+  ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+  ASSERT_EQ(tokens.size(), 4u);
+  ExpectEachTokenIsTheArgmaxOfForward(client, {1, 50, 60, 7}, tokens);
+}
+
 TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
   const nlohmann::json plan = Plan("--quantize int4 --quantize-activations int8");
   ASSERT_FALSE(plan.is_null());

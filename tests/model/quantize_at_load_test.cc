@@ -11,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <list>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
+#include "loader/quantized_slots.h"
 #include "loader/checkpoint.h"
 #include "loader/dtype_torch.h"
 #include "loader/quantized_weight.h"
@@ -65,12 +68,16 @@ class QuantizeAtLoad : public ::testing::TestWithParam<Case> {
     fs::copy_file(dir_ / "model" / "config.json", out / "config.json");
     const loader::ArchitectureDescription arch = loader::DescribeArchitecture(checkpoint_->config());
     std::map<std::string, loader::LinearWeight> linear;
-    for (const loader::TensorDescription* slot : arch.Slots()) linear[slot->name] = slot->linear;
+    std::set<std::string> head_tables;  // the lm_head's weight, or the table a tied one reads
+    for (const loader::TensorDescription* slot : arch.Slots()) {
+      linear[slot->name] = slot->linear;
+      if (loader::HoldsLmHead(*slot)) head_tables.insert(slot->source());
+    }
     loader::SafetensorsWriter writer(std::map<std::string, std::string>{{"format", "pt"}});
     std::list<at::Tensor> keep;
     for (const auto& [name, info] : checkpoint_->tensors()) {
       at::Tensor tensor = *checkpoint_->ReadTensor(name, at::kFloat, at::kCPU);
-      const bool head = arch.CanonicalName(name) == "lm_head.weight" && GetParam().lm_head != "none";
+      const bool head = head_tables.count(arch.CanonicalName(name)) > 0 && GetParam().lm_head != "none";
       const loader::LinearWeight kind = head ? loader::LinearWeight::kOutIn : linear[arch.CanonicalName(name)];
       if (kind != loader::LinearWeight::kNone) {
         const bool in_out = kind == loader::LinearWeight::kInOut;
@@ -112,6 +119,11 @@ class QuantizeAtLoad : public ::testing::TestWithParam<Case> {
       ASSERT_NEAR(actual.values[i], expected.values[i], 2e-5f * std::max(1.0f, std::abs(expected.values[i])))
           << what << ": logit " << i;
     }
+  }
+
+  bool tied() const { return checkpoint_->config().tie_word_embeddings; }
+  std::string embedding_module() const {
+    return checkpoint_->config().is_gpt2() ? "transformer.wte" : "model.embed_tokens";
   }
 
   fs::path dir_;
@@ -242,8 +254,11 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnDiskComeFromTheOffloadStoreOnceAndAreReu
     for (const Device execution : {Device::Cuda(0), Device::Cpu()}) {
       RuntimePlan plan;
       plan.device_map = {{"", Device::Cpu()}, {layers + "0", Device::Disk()}};
-      // A packed head on disk too: its packed bytes join the store.
-      if (GetParam().lm_head != "none") plan.device_map.push_back({"lm_head", Device::Disk()});
+      // A packed head on disk too: its packed bytes join the store (a tied one is the
+      // embedding table, looked up there too).
+      if (GetParam().lm_head != "none") {
+        plan.device_map.push_back({tied() ? embedding_module() : "lm_head", Device::Disk()});
+      }
       if (execution.is_gpu()) plan.device_map.front().second = Device::Cuda(0);
       plan.execution_device = execution;
       plan.offload_dir = (dir_ / "offload").string();
@@ -266,45 +281,34 @@ TEST_P(QuantizeAtLoad, TheLmHeadIsHeldPackedOnlyUnderQuantizeLmHead) {
   plan.execution_device = Device::Cuda(0);
   auto quantized = Load(checkpoint_, plan, true, &accounting);
   ASSERT_NE(quantized, nullptr);
-  const loader::TensorInfo* head = checkpoint_->Find("lm_head.weight");
-  if (head == nullptr) {
-    // A tied head is the embedding's tensor, kept with it and held as it is (and
-    // --quantize-lm-head refuses it: ATiedHeadIsRefusedNamingBothTensors).
-    const loader::TensorInfo* table = checkpoint_->Find(
-        checkpoint_->config().is_gpt2() ? "transformer.wte.weight" : "model.embed_tokens.weight");
+  if (tied()) {
+    // A tied head is the embedding's table, kept with it on the cpu: held packed once under
+    // --quantize-lm-head (the lookup dequantizes its rows), else as stored.
+    const loader::TensorInfo* table = checkpoint_->Find(embedding_module() + ".weight");
     ASSERT_NE(table, nullptr);
-    EXPECT_GE(accounting->Used("cpu", MemoryKind::kWeights),
-              static_cast<uint64_t>(table->num_elements) * 4);
+    RuntimePlan layers_only = plan;
+    std::shared_ptr<runtime::RuntimeAccounting> layers_accounting;
+    const loader::QuantizeOptions with_head = quantize_;
+    quantize_.lm_head = loader::QuantScheme::kNone;
+    auto unpacked_table = Load(checkpoint_, layers_only, true, &layers_accounting);
+    quantize_ = with_head;
+    ASSERT_NE(unpacked_table, nullptr);
+    const uint64_t stored = static_cast<uint64_t>(table->num_elements) * 4;
+    const uint64_t packed =
+        loader::PackedLayoutFor(quantize_.LmHead(), table->shape[0], table->shape[1], "table")->bytes();
+    EXPECT_EQ(layers_accounting->Used("cpu", MemoryKind::kWeights) - accounting->Used("cpu", MemoryKind::kWeights),
+              GetParam().lm_head == "none" ? 0 : stored - packed);
+    EXPECT_EQ(accounting->Used("cuda:0", MemoryKind::kWeights), 0u);
     return;
   }
+  const loader::TensorInfo* head = checkpoint_->Find("lm_head.weight");
+  ASSERT_NE(head, nullptr);
   const uint64_t packed = loader::PackedLayoutFor(quantize_.LmHead(), head->shape[0], head->shape[1],
                                                   "lm_head.weight")
                               ->bytes();
   const uint64_t stored = static_cast<uint64_t>(head->num_elements) * 4;
   EXPECT_EQ(accounting->Used("cuda:0", MemoryKind::kWeights),
             GetParam().lm_head == "none" ? stored : packed);
-}
-
-TEST(QuantizeLmHead, ATiedHeadIsRefusedNamingBothTensors) {
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("placer-quantize-tied-", getpid());
-  fs::remove_all(dir);
-  ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir.string(),
-                                     " --arch llama --preset tiny --tie-word-embeddings true > /dev/null")
-                            .c_str()),
-            0);
-  auto checkpoint = loader::Checkpoint::Open(dir.string());
-  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
-  RuntimePlan plan = RuntimePlan::AllOnCpu();
-  plan.quantize = *loader::ParseQuantizeOptions("int4", 0, "int8");
-  ModelRuntime runtime;
-  runtime.plan = plan;
-  auto model = LoadCausalLm(*checkpoint, runtime);
-  ASSERT_FALSE(model.ok());
-  EXPECT_NE(model.status().message().find("--quantize-lm-head: lm_head.weight is tied to "
-                                          "model.embed_tokens.weight"),
-            std::string::npos)
-      << model.status();
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -316,7 +320,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt2_int4_g32", "--arch gpt2 --layers 2 --hidden 128 --heads 4 --vocab 300 --seed 24", "int4", 32},
         Case{"gpt2_int8", "--arch gpt2 --layers 2 --hidden 128 --heads 4 --vocab 300 --seed 25", "int8", 0},
         Case{"llama_int4_head_int8", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --tie-word-embeddings false --seed 26", "int4", 128, "int8"},
-        Case{"llama_int8_head_int4", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --tie-word-embeddings false --mlp-bias --seed 27", "int8", 0, "int4"}),
+        Case{"llama_int8_head_int4", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --tie-word-embeddings false --mlp-bias --seed 27", "int8", 0, "int4"},
+        // Tied heads: the embedding table packed once, read by the head and the lookup.
+        Case{"llama_tied_int4_head_int8", "--arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256 --vocab 300 --tie-word-embeddings true --seed 28", "int4", 32, "int8"},
+        Case{"gpt2_int8_tied_head_int4", "--arch gpt2 --layers 2 --hidden 128 --heads 4 --vocab 300 --seed 29", "int8", 0, "int4"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

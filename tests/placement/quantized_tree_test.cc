@@ -60,7 +60,7 @@ TEST(QuantizedTree, LinearWeightsAreSizedPackedAndTheRestAtTheirDtype) {
   EXPECT_EQ(BytesOf(plain, "model.layers.0.mlp.down_proj.weight"), 128u * 256 * 2);
 }
 
-TEST(QuantizedTree, QuantizeLmHeadSizesTheUntiedHeadPackedAndRefusesATiedOne) {
+TEST(QuantizedTree, QuantizeLmHeadSizesTheHeadPackedTiedOrNot) {
   const loader::ModelConfig config = Config(kLlama);
   for (const auto& [head, block] : std::vector<std::pair<std::string, uint64_t>>{
            {"int8", 8 + 128}, {"int4", 8 + 64}}) {
@@ -75,12 +75,19 @@ TEST(QuantizedTree, QuantizeLmHeadSizesTheUntiedHeadPackedAndRefusesATiedOne) {
   }
   std::string tied_json = kLlama;
   tied_json.insert(tied_json.size() - 1, R"(, "tie_word_embeddings": true)");
-  absl::StatusOr<ModuleTreeSpec> tied = ModuleTreeSpecForModel(
-      Config(tied_json), {}, 0, *loader::ParseQuantizeOptions("int4", 0, "int8"));
-  ASSERT_FALSE(tied.ok());
-  EXPECT_NE(tied.status().message().find("lm_head.weight is tied to model.embed_tokens.weight"),
-            std::string::npos)
-      << tied.status();
+  // Tied: one table [100, 128] for the lookup and the head, packed int8 (counted once, on
+  // the embedding); without --quantize-lm-head it keeps the compute dtype.
+  const ModuleTree tied = Tree(ModuleTreeSpecForModel(Config(tied_json), {}, 0,
+                                                      *loader::ParseQuantizeOptions("int4", 0, "int8")),
+                               loader::DType::kBF16);
+  EXPECT_EQ(BytesOf(tied, "model.embed_tokens.weight"), 100u * (8 + 128));
+  EXPECT_EQ(BytesOf(tied, "lm_head.weight"), 100u * (8 + 128));
+  EXPECT_FALSE(tied.tensors()[*tied.FindTensor("lm_head.weight")].counted)
+      << "a tied head shares the table's storage";
+  const ModuleTree tied_unpacked = Tree(
+      ModuleTreeSpecForModel(Config(tied_json), {}, 0, *loader::ParseQuantizeOptions("int4", 0)),
+      loader::DType::kBF16);
+  EXPECT_EQ(BytesOf(tied_unpacked, "model.embed_tokens.weight"), 100u * 128 * 2);
   // The flag needs --quantize, and names itself when wrong.
   absl::StatusOr<loader::QuantizeOptions> alone = loader::ParseQuantizeOptions("none", 0, "int8");
   ASSERT_FALSE(alone.ok());
