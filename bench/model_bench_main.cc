@@ -122,7 +122,10 @@ absl::StatusOr<LoadedModel> Load(const ModelArgs& args) {
                            name == "transformer.wpe.weight";
     // A tied head reads the whole embedding matrix anyway; an untied one reads one row of it.
     const bool reads_whole = !embedding || (config.tie_word_embeddings && name != "transformer.wpe.weight");
-    const bool packed_head = plan.quantize.quantizes_lm_head() && name == "lm_head.weight";
+    // --quantize-lm-head packs the head's weight: its own, or the embedding table it is tied to.
+    const bool tied_table = config.tie_word_embeddings && embedding && name != "transformer.wpe.weight";
+    const bool packed_head =
+        plan.quantize.quantizes_lm_head() && (name == "lm_head.weight" || tied_table);
     if (((plan.quantize.enabled() && IsLlamaLayerLinearWeight(name)) || packed_head) &&
         info.shape.size() == 2) {
       PLACER_ASSIGN_OR_RETURN(
