@@ -2,8 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <set>
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "loader/architectures/architecture.h"
 #include "loader/checkpoint.h"
+#include "loader/quantized_slots.h"
 #include "loader/dtype.h"
 #include "placement/cuda_probe.h"
 #include "placement/plan_report.h"
@@ -16,6 +22,30 @@
 
 namespace placer::server {
 namespace {
+
+// The weights --quantize-activations int8 reaches: packed 4-bit ones (packed under `quantize`
+// or repacked from the checkpoint) in groups of a multiple of 128; a tied table counted once.
+int64_t Int8ActivationWeights(const loader::Checkpoint& checkpoint,
+                              const loader::QuantizeOptions& quantize) {
+  const loader::ArchitectureDescription architecture =
+      loader::DescribeArchitecture(checkpoint.config());
+  std::set<std::string> reached;
+  for (const loader::TensorDescription* slot : architecture.Slots()) {
+    std::optional<loader::PackedLayout> layout;
+    if (const loader::QuantizedLinearSource* source = checkpoint.QuantizedLinear(slot->name)) {
+      layout = source->layout;
+    } else if (const std::optional<loader::QuantizeOptions> options =
+                   loader::SlotQuantization(*slot, quantize)) {
+      const bool in_out = loader::PackedOrientation(*slot) == loader::LinearWeight::kInOut;
+      if (slot->shape.size() != 2) continue;
+      absl::StatusOr<loader::PackedLayout> planned = loader::PackedLayoutFor(
+          *options, slot->shape[in_out ? 1 : 0], slot->shape[in_out ? 0 : 1], slot->name);
+      if (planned.ok()) layout = *planned;
+    }
+    if (layout && model::Int8ActivationKernelApplies(*layout)) reached.insert(slot->source());
+  }
+  return static_cast<int64_t>(reached.size());
+}
 
 // A tokenizer.json placer cannot run does not stop the model from serving token ids: text
 // requests are refused with the reason instead.
@@ -67,11 +97,18 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
     spdlog::info("Quantized: {}",
                  placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype));
   }
-  if (plan.sizing.quantize.int8_activations) {
+  const int64_t int8_activation_weights =
+      plan.sizing.quantize.int8_activations ? Int8ActivationWeights(*checkpoint, plan.sizing.quantize) : 0;
+  if (plan.sizing.quantize.int8_activations && int8_activation_weights == 0) {
+    spdlog::warn("--quantize-activations int8: no weight of this model takes int8 activations "
+                 "(only 4-bit weights in groups of a multiple of 128 do: --quantize int4, an int4 "
+                 "--quantize-lm-head, or a 4-bit checkpoint); activations stay float (exact)");
+  } else if (plan.sizing.quantize.int8_activations) {
     if (model::Int8ActivationKernelRuns()) {
       spdlog::info("--quantize-activations int8: 4-bit weights in groups of a multiple of 128 "
-                   "multiply int8 activations (one scale per 128 inputs, AVX512-VNNI); other "
-                   "weights keep float activations");
+                   "({} here) multiply int8 activations (one scale per 128 inputs, AVX512-VNNI); "
+                   "other weights keep float activations",
+                   int8_activation_weights);
     } else {
       spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI; activations stay "
                    "float (exact)");
@@ -123,7 +160,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   }
   if (!snapshot.quantization.source.empty()) {
     snapshot.quantization.activations =
-        plan.sizing.quantize.int8_activations && model::Int8ActivationKernelRuns() ? "int8" : "float";
+        int8_activation_weights > 0 && model::Int8ActivationKernelRuns() ? "int8" : "float";
   }
   snapshot.offload_execution = {placement::OffloadExecutionName(plan),
                                 plan.execution_device.Name(), plan.execution_reason,

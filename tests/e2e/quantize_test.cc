@@ -245,6 +245,23 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
   ExpectEachTokenIsTheArgmaxOfForward(client, {3, 9, 27, 81}, tokens);
 }
 
+// int8 weights (and 4-bit ones in groups of 32) keep float activations: the daemon says the
+// flag reached no weight instead of claiming int8 activations.
+TEST_F(Quantize, Int8ActivationsThatReachNoWeightSaySo) {
+  const StartedDaemon ports = PickPorts();
+  DaemonProcess daemon(DaemonArgs(ports, {"--model", dir_.string(), "--devices", kDevices,
+                                          "--max-seq-len", "64", "--max-batch-size", "2",
+                                          "--quantize", "int8", "--quantize-activations", "int8"}));
+  ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("no weight of this model takes int8 activations"), std::string::npos)
+      << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("multiply int8 activations"), std::string::npos) << daemon.Log();
+  client::PlacerClient client({ports.target(), seconds(20)});
+  const absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->quantization().activations(), "float");
+}
+
 TEST_F(Quantize, BadQuantizeFlagsAreRefusedNamingTheFlag) {
   const CommandResult scheme = RunCommand(std::string(PLACER_CLI_PATH) + " plan " +
                                           dir_.string() + " --quantize int3");
