@@ -7,6 +7,8 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <random>
+#include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -355,6 +357,66 @@ TEST_F(PrequantizedErrorsTest, ValuesThatShapesCannotRejectAreCheckedAtRepack) {
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     EXPECT_TRUE(RepackQuantizedLinear(**checkpoint, *(*checkpoint)->QuantizedLinear(q + ".weight")).ok());
   }
+}
+
+// g_idx is outside bytes: random ones (permutations of valid group orders, with some entries
+// moved or out of range) either give an order that regroups the inputs exactly as g_idx says,
+// or an error naming g_idx; which one is decided here independently, from the counts.
+TEST_F(PrequantizedErrorsTest, RandomGroupIndicesAreServedExactlyOrRefused) {
+  const std::string q = kQProj;
+  const std::string dir = Copy("gptq");
+  EditQuantization(dir, [&](nlohmann::json& c) { c["desc_act"] = true; });
+  constexpr int64_t kIn = 128, kGroupSize = 32, kGroups = 4;
+  std::mt19937 random(7);
+  int served = 0, refused = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<int32_t> g(kIn);
+    for (int64_t i = 0; i < kIn; ++i) g[static_cast<size_t>(i)] = static_cast<int32_t>(i / kGroupSize);
+    std::shuffle(g.begin(), g.end(), random);
+    const int changes = trial % 3;  // 0: a valid activation order
+    for (int c = 0; c < changes; ++c) {
+      g[random() % kIn] = static_cast<int32_t>(static_cast<int64_t>(random() % (kGroups + 3)) - 1);
+    }
+    bool valid = true;
+    std::vector<int64_t> counts(kGroups, 0);
+    for (int32_t v : g) {
+      if (v < 0 || v >= kGroups) {
+        valid = false;
+      } else {
+        ++counts[static_cast<size_t>(v)];
+      }
+    }
+    for (int64_t n : counts) valid = valid && n == kGroupSize;
+    EditTensors(dir, [&](auto& t) { t[q + ".g_idx"] = at::tensor(g, at::kInt); });
+    auto checkpoint = Checkpoint::Open(dir);
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    const QuantizedLinearSource* source = (*checkpoint)->QuantizedLinear(q + ".weight");
+    ASSERT_NE(source, nullptr);
+    auto order = QuantizedInputOrder(**checkpoint, *source);
+    ASSERT_EQ(order.ok(), valid) << "trial " << trial << ": " << order.status();
+    if (!order.ok()) {
+      ++refused;
+      EXPECT_NE(std::string(order.status().message()).find(q + ".g_idx"), std::string::npos)
+          << order.status();
+      EXPECT_FALSE(RepackQuantizedLinear(**checkpoint, *source).ok());
+      continue;
+    }
+    ++served;
+    ASSERT_TRUE(order->defined());  // a shuffle of 128 inputs is never the identity here
+    const at::Tensor o = order->to(at::kLong);
+    ASSERT_EQ(o.numel(), kIn);
+    EXPECT_TRUE(std::get<0>(at::sort(o)).equal(at::arange(kIn, at::kLong))) << "not a permutation";
+    for (int64_t j = 0; j < kIn; ++j) {
+      const int64_t input = o[j].item<int64_t>();
+      ASSERT_EQ(g[static_cast<size_t>(input)], j / kGroupSize) << "position " << j;
+      if (j % kGroupSize != 0) {
+        EXPECT_LT(o[j - 1].item<int64_t>(), input) << "a group keeps its inputs in stored order";
+      }
+    }
+    EXPECT_TRUE(RepackQuantizedLinear(**checkpoint, *source).ok());
+  }
+  EXPECT_GT(served, 10);
+  EXPECT_GT(refused, 10);
 }
 
 }  // namespace
