@@ -206,8 +206,10 @@ bool UsesInt8Activations(const at::Tensor& weight) {
 }
 
 at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor& weight,
-                                          const at::Tensor& bias) {
-  TORCH_CHECK(Int8ActivationKernelRuns(), "QuantizedLinearInt8Activations: needs AVX512-VNNI");
+                                          const at::Tensor& bias, Int8ActivationIsa isa) {
+  const std::vector<Int8ActivationIsa>& runnable = RunnableInt8ActivationIsas();
+  TORCH_CHECK(std::find(runnable.begin(), runnable.end(), isa) != runnable.end(),
+              "QuantizedLinearInt8Activations: this CPU does not run ", Int8ActivationIsaName(isa));
   TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) &&
                   Int8ActivationKernelApplies(*loader::PackedLayoutOf(weight)),
               "QuantizedLinearInt8Activations: unsupported operands");
@@ -216,10 +218,10 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
   return RunPackedProduct(
       x, weight, bias,
       [&](const QuantOperands& op) {
-        QuantizeActivations(op, ActivationBlock(layout), &codes);
+        QuantizeActivations(op, ActivationBlock(layout), &codes, isa);
       },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt8Activations(op, codes, n0, n1);
+        QuantizedRowsInt8Activations(op, codes, n0, n1, isa);
       });
 }
 

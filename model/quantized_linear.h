@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "loader/quantized_layout.h"
+#include "model/quantized_vnni.h"
 
 namespace placer::model {
 
@@ -58,8 +59,10 @@ bool Int8ActivationsEnabled();
 bool UsesInt8Activations(const at::Tensor& weight);
 // That path, whatever the mode. Requires QuantizedLinearApplies, Int8ActivationKernelRuns
 // and Int8ActivationKernelApplies.
+// `isa` (a runnable one) picks the kernel; both give the same bits.
 at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor& weight,
-                                          const at::Tensor& bias);
+                                          const at::Tensor& bias,
+                                          Int8ActivationIsa isa = DetectInt8ActivationIsa());
 
 // The whole weight unpacked into `scratch` (resized; dtype float32 or BF16) by `isa`'s
 // unpacking (quantized_unpack.h; kNone: the loader's scalar one) on the kernels' helper threads:

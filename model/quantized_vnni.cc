@@ -175,14 +175,38 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void ChunkVn
 
 }  // namespace
 
-bool Int8ActivationKernelRuns() {
-  static const bool runs = [] {
+std::vector<Int8ActivationIsa> RunnableInt8ActivationIsas() {
+  static const std::vector<Int8ActivationIsa> runnable = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    std::vector<Int8ActivationIsa> isas;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni")) {
+      isas.push_back(Int8ActivationIsa::kAvx512Vnni);
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("avxvnni")) {
+      isas.push_back(Int8ActivationIsa::kAvxVnni);
+    }
+    return isas;
   }();
-  return runs;
+  return runnable;
 }
+
+Int8ActivationIsa DetectInt8ActivationIsa() {
+  const std::vector<Int8ActivationIsa>& runnable = RunnableInt8ActivationIsas();
+  return runnable.empty() ? Int8ActivationIsa::kNone : runnable.front();
+}
+
+const char* Int8ActivationIsaName(Int8ActivationIsa isa) {
+  switch (isa) {
+    case Int8ActivationIsa::kAvx512Vnni: return "avx512_vnni";
+    case Int8ActivationIsa::kAvxVnni: return "avx_vnni";
+    case Int8ActivationIsa::kNone: break;
+  }
+  return "none";
+}
+
+bool Int8ActivationKernelRuns() { return DetectInt8ActivationIsa() != Int8ActivationIsa::kNone; }
 
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout) {
   return layout.bits == 4 && layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
@@ -190,7 +214,9 @@ bool Int8ActivationKernelApplies(const loader::PackedLayout& layout) {
 
 int64_t ActivationBlock(const loader::PackedLayout& /*layout*/) { return kBlock; }
 
-__attribute__((target("avx512f,avx512bw"))) void QuantizeActivations(
+namespace {
+
+__attribute__((target("avx512f,avx512bw"))) void QuantizeActivationsAvx512(
     const QuantOperands& op, int64_t block, Int8Activations* out) {
   const float* x = op.x;
   const int64_t rows = op.rows, in = op.in;
@@ -226,8 +252,23 @@ __attribute__((target("avx512f,avx512bw"))) void QuantizeActivations(
   }
 }
 
+}  // namespace
+
+void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations* out,
+                         Int8ActivationIsa isa) {
+  if (isa == Int8ActivationIsa::kAvxVnni) {
+    QuantizeActivationsAvx2(op, block, out);
+  } else {
+    QuantizeActivationsAvx512(op, block, out);
+  }
+}
+
 void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations& codes,
-                                  int64_t n0, int64_t n1) {
+                                  int64_t n0, int64_t n1, Int8ActivationIsa isa) {
+  if (isa == Int8ActivationIsa::kAvxVnni) {
+    QuantizedRowsAvxVnni(op, codes, n0, n1);
+    return;
+  }
   // Prompt chunks in tiles of 8 rows (`placer-bench-model quantized-products`, the small
   // preset's layers at 64 rows, 2 threads: 42 ms in tiles of 4 rows, 34 in tiles of 8 before
   // their 16 outputs were summed as one vector, 20 after, with the conversions off the VNNI

@@ -21,7 +21,13 @@
 
 namespace placer::model {
 
-// AVX-512 F, BW, DQ and VNNI: the instructions the kernel needs.
+// The kernel's instruction sets: AVX-512 F, BW, DQ and VNNI (quantized_vnni.cc), or AVX2, FMA
+// and AVX-VNNI (quantized_avx_vnni.cc: the same bits on 8-lane halves).
+enum class Int8ActivationIsa { kNone, kAvxVnni, kAvx512Vnni };
+Int8ActivationIsa DetectInt8ActivationIsa();               // the best this CPU runs
+std::vector<Int8ActivationIsa> RunnableInt8ActivationIsas();  // every one it runs, best first
+const char* Int8ActivationIsaName(Int8ActivationIsa isa);     // "avx512_vnni", "avx_vnni"
+// Whether this CPU runs either.
 bool Int8ActivationKernelRuns();
 // 4-bit weights whose groups are 32 inputs or a multiple of 128, with a multiple of 64 inputs.
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout);
@@ -39,11 +45,19 @@ struct Int8Activations {
 };
 
 // Quantizes the rows of op.x in blocks of `block` inputs (a multiple of 64) and keeps their
-// group sums by group. Requires Int8ActivationKernelRuns.
-void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations* out);
+// group sums by group: the same codes on both ISAs. Requires `isa` to run here.
+void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations* out,
+                         Int8ActivationIsa isa = DetectInt8ActivationIsa());
 
-// Outputs [n0, n1) of every row of op (op.x unused: the activations are `codes`).
+// Outputs [n0, n1) of every row of op (op.x unused: the activations are `codes`), by `isa`'s
+// kernel (which must run here); the same bits on both.
 void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations& codes,
-                                  int64_t n0, int64_t n1);
+                                  int64_t n0, int64_t n1,
+                                  Int8ActivationIsa isa = DetectInt8ActivationIsa());
+
+// quantized_avx_vnni.cc's halves of the two above.
+void QuantizeActivationsAvx2(const QuantOperands& op, int64_t block, Int8Activations* out);
+void QuantizedRowsAvxVnni(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
+                          int64_t n1);
 
 }  // namespace placer::model

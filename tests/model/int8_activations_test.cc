@@ -87,7 +87,7 @@ void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
 class Int8ActivationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI";
+    if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI and AVX-VNNI";
   }
 };
 
@@ -102,13 +102,14 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
     // shorter tail.
     for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 16, 21}) {
       for (bool with_bias : {false, true}) {
+       for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
         SCOPED_TRACE(testing::Message() << out << "x" << in << " g" << group << " rows " << rows
-                                        << " bias " << with_bias);
+                                        << " bias " << with_bias << " " << Int8ActivationIsaName(isa));
         at::Tensor x = Random({rows, in}, ++seed);
         if (rows > 2) x[1].zero_();  // a row of zeros: scale 0, codes 0
         if (rows > 10) x[10].mul_(1e4);  // a row far larger than the others
         const at::Tensor bias = with_bias ? Random({out}, ++seed) : at::Tensor();
-        const at::Tensor y = QuantizedLinearInt8Activations(x, packed, bias);
+        const at::Tensor y = QuantizedLinearInt8Activations(x, packed, bias, isa);
         ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
         std::vector<double> want, magnitude;
         Reference(x, packed, bias, &want, &magnitude);
@@ -122,6 +123,31 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
         const double scale = (x.abs().max().item<float>() / 127.0) *
                              loader::DequantizeLinearWeight(packed, at::kFloat).abs().sum(1).max().item<float>();
         EXPECT_LE((y - exact).abs().max().item<float>(), 0.5 * scale + 1e-5);
+       }
+      }
+    }
+  }
+}
+
+// The AVX-VNNI kernel is the AVX-512 one on 8-lane halves, summed in _mm512_reduce_add_ps's
+// order: a server moved between the two CPU kinds gives the same tokens.
+TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
+  const std::vector<Int8ActivationIsa>& runnable = RunnableInt8ActivationIsas();
+  if (runnable.size() < 2) GTEST_SKIP() << "this CPU runs one of AVX512-VNNI and AVX-VNNI";
+  int seed = 70;
+  for (const auto& [out, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {5, 128, 128}, {66, 512, 256}, {33, 384, 384}}) {
+    const at::Tensor packed = Pack(out, in, group, ++seed);
+    for (int64_t rows : {1, 3, 8, 13}) {
+      for (bool with_bias : {false, true}) {
+        at::Tensor x = Random({rows, in}, ++seed);
+        if (rows > 2) x[1].zero_();
+        const at::Tensor bias = with_bias ? Random({out}, ++seed) : at::Tensor();
+        const at::Tensor wide = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvx512Vnni);
+        const at::Tensor narrow = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvxVnni);
+        ASSERT_TRUE(at::equal(wide, narrow))
+            << out << "x" << in << " g" << group << " rows " << rows << " bias " << with_bias
+            << ": largest difference " << (wide - narrow).abs().max().item<float>();
       }
     }
   }
@@ -133,19 +159,23 @@ TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
     const at::Tensor packed = Pack(301, 512, 128, 7);
     const at::Tensor bias = with_bias ? Random({301}, 8) : at::Tensor();
     const at::Tensor batch = Random({29, 512}, 9);
-    const int threads = ComputeThreads();
-    SetComputeThreads(2);
-    const at::Tensor together = QuantizedLinearInt8Activations(batch, packed, bias);
-    const at::Tensor shifted = QuantizedLinearInt8Activations(batch.narrow(0, 3, 26), packed, bias);
-    SetComputeThreads(1);
-    for (int64_t r = 0; r < 29; ++r) {
-      const at::Tensor alone = QuantizedLinearInt8Activations(batch.narrow(0, r, 1), packed, bias);
-      ASSERT_TRUE(at::equal(alone[0], together[r])) << "row " << r << " bias " << with_bias;
-      if (r >= 3) {
-        ASSERT_TRUE(at::equal(alone[0], shifted[r - 3])) << "row " << r;
+    for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
+      SCOPED_TRACE(Int8ActivationIsaName(isa));
+      const int threads = ComputeThreads();
+      SetComputeThreads(2);
+      const at::Tensor together = QuantizedLinearInt8Activations(batch, packed, bias, isa);
+      const at::Tensor shifted =
+          QuantizedLinearInt8Activations(batch.narrow(0, 3, 26), packed, bias, isa);
+      SetComputeThreads(1);
+      for (int64_t r = 0; r < 29; ++r) {
+        const at::Tensor alone = QuantizedLinearInt8Activations(batch.narrow(0, r, 1), packed, bias, isa);
+        ASSERT_TRUE(at::equal(alone[0], together[r])) << "row " << r << " bias " << with_bias;
+        if (r >= 3) {
+          ASSERT_TRUE(at::equal(alone[0], shifted[r - 3])) << "row " << r;
+        }
       }
+      SetComputeThreads(threads);
     }
-    SetComputeThreads(threads);
   }
 }
 

@@ -1,0 +1,168 @@
+// The --quantize-activations int8 kernel for CPUs with AVX-VNNI but not AVX-512 (Alder Lake and
+// later client cores): the AVX-512 kernel's arithmetic (quantized_vnni.cc) on two 8-lane halves.
+// Each 512-bit vector there is a pair of 256-bit ones here (lanes 0-7, 8-15), every lane gets the
+// same integer dot product and the same float operations, and the lanes are summed in the order
+// of GCC's _mm512_reduce_add_ps: so both kernels give the same bits (tested where both run).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/quantized_vnni.h"
+
+namespace placer::model {
+namespace {
+
+using loader::kPackedBlockHeaderBytes;
+
+constexpr int64_t kBlock = 128;  // activation block, as quantized_vnni.cc's
+
+inline float FloatAt(const uint8_t* p) {
+  float value;
+  std::memcpy(&value, p, sizeof(value));
+  return value;
+}
+
+// Where input c (0-63) of a 64-input span sits in the kernels' order (quantized_vnni.h).
+inline int64_t SpanPosition(int64_t c) {
+  if (c < 16 || c >= 48) return c;
+  return c < 32 ? c + 16 : c - 16;
+}
+
+// _mm512_reduce_add_ps of the vector whose lanes 0-7 are `low` and 8-15 `high`: halves added,
+// then 128-bit halves, then lanes i + i+2, then the two left.
+__attribute__((target("avx2,fma"), always_inline)) inline float SumLikeAvx512(__m256 low,
+                                                                               __m256 high) {
+  const __m256 eight = _mm256_add_ps(high, low);
+  const __m128 four = _mm_add_ps(_mm256_extractf128_ps(eight, 1), _mm256_castps256_ps128(eight));
+  float lane[4];
+  _mm_storeu_ps(lane, four);
+  return (lane[0] + lane[2]) + (lane[1] + lane[3]);
+}
+
+// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1>'s operations, lane for lane.
+template <int R>
+__attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands& op,
+                                                            const Int8Activations& xa,
+                                                            int64_t r0, int64_t n) {
+  const int64_t in = op.in, groups = op.groups;
+  const int64_t blocks_per_group = op.group_size / kBlock;
+  const int64_t blocks = in / kBlock;
+  __m256 low[R], high[R];
+  for (int r = 0; r < R; ++r) low[r] = high[r] = _mm256_setzero_ps();
+  const uint8_t* row = op.w + n * groups * op.block_bytes;
+  const uint8_t* next = op.w + std::min(n + 1, op.out - 1) * groups * op.block_bytes;
+  const int8_t* codes = xa.codes.data() + r0 * in;
+  const float* activation_scales = xa.scales.data() + r0 * blocks;
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  const __m256i float_bias_bits = _mm256_set1_epi32(0x4B400000);
+  const __m256 float_bias = _mm256_castsi256_ps(float_bias_bits);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* block = row + g * op.block_bytes;
+    const __m256 scale = _mm256_set1_ps(FloatAt(block));
+    const uint8_t* p = block + kPackedBlockHeaderBytes;
+    for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
+      const int64_t b = g * blocks_per_group + bb;
+      const uint8_t* bytes = p + bb * (kBlock / 2);
+      _mm_prefetch(reinterpret_cast<const char*>(next + g * op.block_bytes + kPackedBlockHeaderBytes +
+                                                 bb * (kBlock / 2)),
+                   _MM_HINT_T0);
+      // The AVX-512 kernel's w0 is these 32 bytes' low nibbles then their high nibbles; w1 the
+      // next 32 bytes' likewise.
+      const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+      const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32));
+      const __m256i w0_low = _mm256_and_si256(raw0, low_nibbles);
+      const __m256i w0_high = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low_nibbles);
+      const __m256i w1_low = _mm256_and_si256(raw1, low_nibbles);
+      const __m256i w1_high = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low_nibbles);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* x = codes + r * in + b * kBlock;
+        const __m256 sd = _mm256_mul_ps(scale, _mm256_set1_ps(activation_scales[r * blocks + b]));
+        __m256i dot_low = _mm256_dpbusd_avx_epi32(
+            float_bias_bits, w0_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+        dot_low = _mm256_dpbusd_avx_epi32(
+            dot_low, w1_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64)));
+        __m256i dot_high = _mm256_dpbusd_avx_epi32(
+            float_bias_bits, w0_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
+        dot_high = _mm256_dpbusd_avx_epi32(
+            dot_high, w1_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96)));
+        low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
+        high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
+      }
+    }
+  }
+  const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
+  for (int r = 0; r < R; ++r) {
+    const float* group_sums = op.x_group_sums + (r0 + r) * groups;
+    float offsets = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      offsets = __builtin_fmaf(FloatAt(row + g * op.block_bytes + sizeof(float)), group_sums[g],
+                               offsets);
+    }
+    op.y[(r0 + r) * op.out + n] = SumLikeAvx512(low[r], high[r]) + offsets + bias;
+  }
+}
+
+template <int R>
+void ChunkAvxVnni(const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n0,
+                  int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) RowAvxVnni<R>(op, xa, r0, n);
+}
+
+}  // namespace
+
+__attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const QuantOperands& op,
+                                                                int64_t block,
+                                                                Int8Activations* out) {
+  const float* x = op.x;
+  const int64_t rows = op.rows, in = op.in;
+  out->group_sums_by_group.resize(static_cast<size_t>(op.groups * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < op.groups; ++g) {
+      out->group_sums_by_group[static_cast<size_t>(g * rows + r)] = op.x_group_sums[r * op.groups + g];
+    }
+  }
+  out->block = block;
+  out->codes.resize(static_cast<size_t>(rows * in));
+  out->scales.resize(static_cast<size_t>(rows * (in / block)));
+  const __m256 sign_bits = _mm256_set1_ps(-0.0f);
+  const __m256i most = _mm256_set1_epi32(127), least = _mm256_set1_epi32(-127);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < in / block; ++b) {
+      const float* xb = x + r * in + b * block;
+      __m256 max_abs = _mm256_setzero_ps();
+      for (int64_t c = 0; c < block; c += 8) {
+        max_abs = _mm256_max_ps(max_abs, _mm256_andnot_ps(sign_bits, _mm256_loadu_ps(xb + c)));
+      }
+      float lanes[8];
+      _mm256_storeu_ps(lanes, max_abs);
+      const float largest = *std::max_element(lanes, lanes + 8);  // a maximum: any order
+      out->scales[static_cast<size_t>(r * (in / block) + b)] = largest / 127.0f;
+      const __m256 inverse = _mm256_set1_ps(largest > 0 ? 127.0f / largest : 0.0f);
+      int8_t* codes = out->codes.data() + r * in + b * block;
+      for (int64_t c = 0; c < block; c += 8) {
+        // Round to nearest even, never past +-127: the AVX-512 quantizer's codes.
+        __m256i code = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + c), inverse));
+        code = _mm256_max_epi32(_mm256_min_epi32(code, most), least);
+        alignas(32) int32_t values[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(values), code);
+        int8_t* to = codes + (c / 64) * 64 + SpanPosition(c % 64);
+        for (int i = 0; i < 8; ++i) to[i] = static_cast<int8_t>(values[i]);
+      }
+    }
+  }
+}
+
+void QuantizedRowsAvxVnni(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
+                          int64_t n1) {
+  for (int64_t r = 0; r < op.rows; r += 4) {
+    switch (std::min<int64_t>(4, op.rows - r)) {
+      case 1: ChunkAvxVnni<1>(op, codes, r, n0, n1); break;
+      case 2: ChunkAvxVnni<2>(op, codes, r, n0, n1); break;
+      case 3: ChunkAvxVnni<3>(op, codes, r, n0, n1); break;
+      default: ChunkAvxVnni<4>(op, codes, r, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace placer::model
