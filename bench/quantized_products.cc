@@ -113,12 +113,19 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
         model::UnpackQuantizedWeight(packed[s][i], at::kFloat, isas.front(), scratch);
         model::Linear(f32_inputs[i], scratch);
       }), runs);
-      // --quantize-activations int8: F32 rows quantized per block, 4-bit codes by VNNI.
+      // --quantize-activations int8: F32 rows quantized per block, 4-bit codes by VNNI (the
+      // best ISA as "int8_activations", each other runnable one under its name).
       const loader::PackedLayout layout = *loader::PackedLayoutOf(packed[s].front());
-      if (model::Int8ActivationKernelRuns() && model::Int8ActivationKernelApplies(layout)) {
-        f32_ways["int8_activations"] = MedianMilliseconds(each([&](size_t i) {
-          model::QuantizedLinearInt8Activations(f32_inputs[i], packed[s][i], {});
-        }), runs);
+      if (model::Int8ActivationKernelApplies(layout)) {
+        for (model::Int8ActivationIsa isa : model::RunnableInt8ActivationIsas()) {
+          const std::string column =
+              isa == model::DetectInt8ActivationIsa()
+                  ? "int8_activations"
+                  : std::string("int8_activations_") + model::Int8ActivationIsaName(isa);
+          f32_ways[column] = MedianMilliseconds(each([&](size_t i) {
+            model::QuantizedLinearInt8Activations(f32_inputs[i], packed[s][i], {}, isa);
+          }), runs);
+        }
       }
       point[std::string(schemes[s].name) + "_f32_ms"] = f32_ways;
     }

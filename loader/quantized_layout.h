@@ -38,7 +38,7 @@ struct QuantizeOptions {
   // (llama.cpp's Q4_0 keeps its output at Q6_K). Never set without `scheme`.
   QuantScheme lm_head = QuantScheme::kNone;
   // --quantize-activations int8: 4-bit weights multiply int8 activations (per block of 128
-  // inputs) on AVX512-VNNI CPUs (model/quantized_vnni.h); the packed bytes are the same.
+  // inputs) on AVX512-VNNI or AVX-VNNI CPUs (model/quantized_vnni.h); the packed bytes are the same.
   bool int8_activations = false;
 
   bool enabled() const { return scheme != QuantScheme::kNone; }

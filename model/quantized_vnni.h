@@ -1,5 +1,6 @@
 // Inside QuantizedLinear under --quantize-activations int8: 4-bit packed weights multiplied
-// with int8 activations by AVX512-VNNI's vpdpbusd (unsigned codes x signed activations, four
+// with int8 activations by VNNI's vpdpbusd (AVX512-VNNI, or AVX-VNNI's 256-bit form in
+// quantized_avx_vnni.cc with the same bits; unsigned codes x signed activations, four
 // products summed into each int32 lane), as llama.cpp multiplies Q4_0 with Q8_0 and vLLM's
 // CPU W8A8 kernels quantize activations per token.
 //

@@ -106,11 +106,12 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   } else if (plan.sizing.quantize.int8_activations) {
     if (model::Int8ActivationKernelRuns()) {
       spdlog::info("--quantize-activations int8: 4-bit weights in groups of a multiple of 128 "
-                   "({} here) multiply int8 activations (one scale per 128 inputs, AVX512-VNNI); "
+                   "({} here) multiply int8 activations (one scale per 128 inputs, {}); "
                    "other weights keep float activations",
-                   int8_activation_weights);
+                   int8_activation_weights,
+                   model::Int8ActivationIsaName(model::DetectInt8ActivationIsa()));
     } else {
-      spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI; activations stay "
+      spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI and AVX-VNNI; activations stay "
                    "float (exact)");
     }
   }
