@@ -40,6 +40,23 @@ __attribute__((target("avx2,fma"), always_inline)) inline float SumLikeAvx512(__
   return (lane[0] + lane[2]) + (lane[1] + lane[3]);
 }
 
+// Output n of rows r0..r0+R-1 from their lane sums: the AVX-512 tile's end (EndTile).
+template <int R>
+__attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
+    const QuantOperands& op, const uint8_t* row, const __m256 (&low)[R], const __m256 (&high)[R],
+    int64_t r0, int64_t n) {
+  const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
+  for (int r = 0; r < R; ++r) {
+    const float* group_sums = op.x_group_sums + (r0 + r) * op.groups;
+    float offsets = 0;
+    for (int64_t g = 0; g < op.groups; ++g) {
+      offsets = __builtin_fmaf(FloatAt(row + g * op.block_bytes + sizeof(float)), group_sums[g],
+                               offsets);
+    }
+    op.y[(r0 + r) * op.out + n] = SumLikeAvx512(low[r], high[r]) + offsets + bias;
+  }
+}
+
 // Outputs n of input rows r0..r0+R-1: TileVnni<R, 1>'s operations, lane for lane.
 template <int R>
 __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands& op,
@@ -91,22 +108,66 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
       }
     }
   }
-  const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
-  for (int r = 0; r < R; ++r) {
-    const float* group_sums = op.x_group_sums + (r0 + r) * groups;
-    float offsets = 0;
-    for (int64_t g = 0; g < groups; ++g) {
-      offsets = __builtin_fmaf(FloatAt(row + g * op.block_bytes + sizeof(float)), group_sums[g],
-                               offsets);
+  EndRow<R>(op, row, low, high, r0, n);
+}
+
+// Output n of rows r0..r0+R-1 for weights in groups of 32: TileVnni32<R, 1>'s operations, lane
+// for lane (each half's lanes 0-3 are the span's first group, 4-7 its second).
+template <int R>
+__attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperands& op,
+                                                              const Int8Activations& xa,
+                                                              int64_t r0, int64_t n) {
+  const int64_t in = op.in, groups = op.groups;
+  __m256 low[R], high[R];
+  for (int r = 0; r < R; ++r) low[r] = high[r] = _mm256_setzero_ps();
+  const uint8_t* row = op.w + n * groups * op.block_bytes;
+  const uint8_t* next = op.w + std::min(n + 1, op.out - 1) * groups * op.block_bytes;
+  const int8_t* codes = xa.codes.data() + r0 * in;
+  const float* activation_scales = xa.scales.data() + r0 * groups;
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  const __m256i float_bias_bits = _mm256_set1_epi32(0x4B400000);
+  const __m256 float_bias = _mm256_castsi256_ps(float_bias_bits);
+  constexpr int kSecondGroup = 0xF0;
+  for (int64_t span = 0; span < in / 64; ++span) {
+    const int64_t g = 2 * span;
+    const uint8_t* first = row + g * op.block_bytes;
+    const uint8_t* second = first + op.block_bytes;
+    _mm_prefetch(reinterpret_cast<const char*>(next + g * op.block_bytes), _MM_HINT_T0);
+    const __m256 first_scale = _mm256_set1_ps(FloatAt(first));
+    const __m256 second_scale = _mm256_set1_ps(FloatAt(second));
+    const __m256i raw = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + kPackedBlockHeaderBytes)), 1);
+    const __m256i w_low = _mm256_and_si256(raw, low_nibbles);
+    const __m256i w_high = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* x = codes + r * in + span * 64;
+      const __m256 sd = _mm256_blend_ps(
+          _mm256_mul_ps(first_scale, _mm256_set1_ps(activation_scales[r * groups + g])),
+          _mm256_mul_ps(second_scale, _mm256_set1_ps(activation_scales[r * groups + g + 1])),
+          kSecondGroup);
+      const __m256i dot_low = _mm256_dpbusd_avx_epi32(
+          float_bias_bits, w_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+      const __m256i dot_high = _mm256_dpbusd_avx_epi32(
+          float_bias_bits, w_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
+      low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
+      high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
     }
-    op.y[(r0 + r) * op.out + n] = SumLikeAvx512(low[r], high[r]) + offsets + bias;
   }
+  EndRow<R>(op, row, low, high, r0, n);
 }
 
 template <int R>
 void ChunkAvxVnni(const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n0,
                   int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) RowAvxVnni<R>(op, xa, r0, n);
+  for (int64_t n = n0; n < n1; ++n) {
+    if (op.group_size == 32) {
+      RowAvxVnni32<R>(op, xa, r0, n);
+    } else {
+      RowAvxVnni<R>(op, xa, r0, n);
+    }
+  }
 }
 
 }  // namespace
@@ -139,14 +200,15 @@ __attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const QuantOper
       const float largest = *std::max_element(lanes, lanes + 8);  // a maximum: any order
       out->scales[static_cast<size_t>(r * (in / block) + b)] = largest / 127.0f;
       const __m256 inverse = _mm256_set1_ps(largest > 0 ? 127.0f / largest : 0.0f);
-      int8_t* codes = out->codes.data() + r * in + b * block;
+      int8_t* codes = out->codes.data() + r * in;
       for (int64_t c = 0; c < block; c += 8) {
         // Round to nearest even, never past +-127: the AVX-512 quantizer's codes.
         __m256i code = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + c), inverse));
         code = _mm256_max_epi32(_mm256_min_epi32(code, most), least);
         alignas(32) int32_t values[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(values), code);
-        int8_t* to = codes + (c / 64) * 64 + SpanPosition(c % 64);
+        const int64_t i = b * block + c;  // 8 inputs inside one span's run of 16
+        int8_t* to = codes + (i / 64) * 64 + SpanPosition(i % 64);
         for (int i = 0; i < 8; ++i) to[i] = static_cast<int8_t>(values[i]);
       }
     }

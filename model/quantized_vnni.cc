@@ -64,6 +64,29 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTw
   StoreTwoByEight(acc, offsets, bias0, bias1, op.y + r0 * op.out + n, op.out);
 }
 
+// A tile's outputs from its 16-lane sums: the fixed lane sum, plus the offsets' share (group by
+// group in order) and the bias; the 8 x 2 tile as one vector with the same bits.
+template <int R, int T>
+__attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTile(
+    const QuantOperands& op, const Int8Activations& xa, const uint8_t* const (&row)[T],
+    const __m512 (&acc)[T][R], int64_t r0, int64_t n) {
+  if constexpr (R == 8 && T == 2) {
+    EndTwoByEight(op, xa, row, acc, r0, n);
+    return;
+  }
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const float* group_sums = op.x_group_sums + (r0 + r) * op.groups;
+      float offsets = 0;
+      for (int64_t g = 0; g < op.groups; ++g) {
+        offsets = __builtin_fmaf(OffsetAt(op, row[t], g), group_sums[g], offsets);
+      }
+      op.y[(r0 + r) * op.out + n + t] = _mm512_reduce_add_ps(acc[t][r]) + offsets + bias;
+    }
+  }
+}
+
 // Outputs n..n+T-1 of input rows r0..r0+R-1. Per output and row: one 16-lane float sum over
 // the blocks in order, fma(float(block dot), s · d, sum), then the fixed lane sum, plus the
 // offsets' share (group by group) and the bias: the same operations whatever R and T, so the
@@ -144,21 +167,69 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
   }
   // The offsets' share, group by group in order, outside the loop above so that its R x T
   // partial sums do not take registers from the vector sums.
-  if constexpr (R == 8 && T == 2) {
-    EndTwoByEight(op, xa, row, acc, r0, n);
-    return;
-  }
+  EndTile<R, T>(op, xa, row, acc, r0, n);
+}
+
+// Outputs n..n+T-1 of input rows r0..r0+R-1 for weights in groups of 32, activations in blocks
+// of 32: a 64-input span is two groups, whose two 16-byte payloads side by side are laid out as
+// one span of a larger group; the unpacked order puts the first group's inputs in lanes 0-3 and
+// 8-11, the second's in 4-7 and 12-15. One vpdpbusd per span and row, each lane scaled by its
+// own group's s · d.
+template <int R, int T>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void TileVnni32(
+    const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n) {
+  const int64_t in = op.in, groups = op.groups;
+  __m512 acc[T][R];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  }
+  const int64_t row_bytes = groups * op.block_bytes;
+  const uint8_t* row[T];
+  const uint8_t* ahead[T];
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+    row[t] = op.w + (n + t) * row_bytes;
+    const int64_t ahead_row = n + t + kTilesAhead * T;
+    ahead[t] = op.w + (ahead_row < op.out ? ahead_row : n + t) * row_bytes;
+  }
+  const int8_t* codes = xa.codes.data() + r0 * in;
+  const float* activation_scales = xa.scales.data() + r0 * groups;  // one per group of 32
+  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  const __m512i float_bias_bits = _mm512_set1_epi32(0x4B400000);
+  const __m512 float_bias = _mm512_castsi512_ps(float_bias_bits);
+  constexpr __mmask16 kSecondGroup = 0xF0F0;
+  for (int64_t span = 0; span < in / 64; ++span) {
+    const int64_t g = 2 * span;
+    __m512i w[T];
+    __m512 first_scale[T], second_scale[T];
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      const uint8_t* first = row[t] + g * op.block_bytes;
+      const uint8_t* second = first + op.block_bytes;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead[t] + g * op.block_bytes), _MM_HINT_T0);
+      first_scale[t] = _mm512_set1_ps(FloatAt(first));
+      second_scale[t] = _mm512_set1_ps(FloatAt(second));
+      const __m256i payload = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(
+              reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + kPackedBlockHeaderBytes)), 1);
+      w[t] = _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i64x4(payload), shifts),
+                              low_nibbles);
+    }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const float* group_sums = op.x_group_sums + (r0 + r) * groups;
-      float offsets = 0;
-      for (int64_t g = 0; g < groups; ++g) {
-        offsets = __builtin_fmaf(OffsetAt(op, row[t], g), group_sums[g], offsets);
+      __m512i x = _mm512_loadu_si512(codes + r * in + span * 64);
+      KeepInRegister(x);
+      const __m512 first_d = _mm512_set1_ps(activation_scales[r * groups + g]);
+      const __m512 second_d = _mm512_set1_ps(activation_scales[r * groups + g + 1]);
+      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        const __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w[t], x);
+        const __m512 dot_float = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
+        const __m512 sd = _mm512_mask_blend_ps(kSecondGroup, _mm512_mul_ps(first_scale[t], first_d),
+                                               _mm512_mul_ps(second_scale[t], second_d));
+        acc[t][r] = _mm512_fmadd_ps(dot_float, sd, acc[t][r]);
       }
-      op.y[(r0 + r) * op.out + n + t] = _mm512_reduce_add_ps(acc[t][r]) + offsets + bias;
     }
   }
+  EndTile<R, T>(op, xa, row, acc, r0, n);
 }
 
 template <int R>
@@ -169,6 +240,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void ChunkVn
   // (8 rows x 2: 16 accumulators, 4 weight and 2 activation vectors, 2 scales, constants).
   constexpr int kT = R <= 2 ? 4 : 2;
   int64_t n = n0;
+  if (op.group_size == 32) {
+    for (; n + kT <= n1; n += kT) TileVnni32<R, kT>(op, xa, r0, n);
+    for (; n < n1; ++n) TileVnni32<R, 1>(op, xa, r0, n);
+    return;
+  }
   for (; n + kT <= n1; n += kT) TileVnni<R, kT>(op, xa, r0, n);
   for (; n < n1; ++n) TileVnni<R, 1>(op, xa, r0, n);
 }
@@ -209,10 +285,14 @@ const char* Int8ActivationIsaName(Int8ActivationIsa isa) {
 bool Int8ActivationKernelRuns() { return DetectInt8ActivationIsa() != Int8ActivationIsa::kNone; }
 
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout) {
-  return layout.bits == 4 && layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
+  if (layout.bits != 4) return false;
+  if (layout.group_size == 32) return layout.in % 64 == 0;
+  return layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
 }
 
-int64_t ActivationBlock(const loader::PackedLayout& /*layout*/) { return kBlock; }
+int64_t ActivationBlock(const loader::PackedLayout& layout) {
+  return layout.group_size == 32 ? 32 : kBlock;
+}
 
 namespace {
 
@@ -240,12 +320,13 @@ __attribute__((target("avx512f,avx512bw"))) void QuantizeActivationsAvx512(
       const float largest = _mm512_reduce_max_ps(max_abs);
       out->scales[static_cast<size_t>(r * (in / block) + b)] = largest / 127.0f;
       const __m512 inverse = _mm512_set1_ps(largest > 0 ? 127.0f / largest : 0.0f);
-      int8_t* codes = out->codes.data() + r * in + b * block;
+      int8_t* codes = out->codes.data() + r * in;
       for (int64_t c = 0; c < block; c += 16) {
         // Round to nearest even (the default rounding mode), never past +-127.
         __m512i code = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + c), inverse));
         code = _mm512_max_epi32(_mm512_min_epi32(code, most), least);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (c / 64) * 64 + SpanPosition(c % 64)),
+        const int64_t i = b * block + c;  // 16 inputs inside one span's run of 16
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (i / 64) * 64 + SpanPosition(i % 64)),
                          _mm512_cvtepi32_epi8(code));
       }
     }

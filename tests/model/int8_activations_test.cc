@@ -30,8 +30,8 @@ at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
   return *packed;
 }
 
-// y = sum over groups g and 128-input blocks b of s_g * d_b * (q . codes) + m_g * sum_g(x),
-// in float64, with |terms| summed for the tolerance.
+// y = sum over groups g and activation blocks b (32 inputs for groups of 32, else 128) of
+// s_g * d_b * (q . codes) + m_g * sum_g(x), in float64, with |terms| summed for the tolerance.
 void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& bias,
                std::vector<double>* y, std::vector<double>* magnitude) {
   const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
@@ -42,15 +42,16 @@ void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
   y->assign(static_cast<size_t>(rows * out), 0);
   magnitude->assign(static_cast<size_t>(rows * out), 0);
   for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ab = gs == 32 ? 32 : 128;  // the activation block
     std::vector<int> codes(static_cast<size_t>(in));
-    std::vector<double> scales(static_cast<size_t>(in / 128));
-    for (int64_t b = 0; b < in / 128; ++b) {
+    std::vector<double> scales(static_cast<size_t>(in / ab));
+    for (int64_t b = 0; b < in / ab; ++b) {
       float max_abs = 0;
-      for (int64_t c = 0; c < 128; ++c) max_abs = std::max(max_abs, std::fabs(xs[r * in + b * 128 + c]));
+      for (int64_t c = 0; c < ab; ++c) max_abs = std::max(max_abs, std::fabs(xs[r * in + b * ab + c]));
       scales[b] = max_abs / 127.0f;
       const float inverse = max_abs > 0 ? 127.0f / max_abs : 0.0f;
-      for (int64_t c = 0; c < 128; ++c) {
-        codes[b * 128 + c] = static_cast<int>(std::nearbyint(xs[r * in + b * 128 + c] * inverse));
+      for (int64_t c = 0; c < ab; ++c) {
+        codes[b * ab + c] = static_cast<int>(std::nearbyint(xs[r * in + b * ab + c] * inverse));
       }
     }
     for (int64_t n = 0; n < out; ++n) {
@@ -65,15 +66,15 @@ void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
         for (int64_t c = 0; c < gs; ++c) x_sum += xs[r * in + g * gs + c];
         sum += m * x_sum;
         mag += std::fabs(m * x_sum);
-        for (int64_t b = 0; b < gs / 128; ++b) {
+        for (int64_t b = 0; b < gs / ab; ++b) {
           int64_t dot = 0, dot_abs = 0;
-          for (int64_t c = b * 128; c < (b + 1) * 128; ++c) {
+          for (int64_t c = b * ab; c < (b + 1) * ab; ++c) {
             const uint8_t byte = payload[(c / 32) * 16 + (c % 32) % 16];
             const int q = (c % 32) < 16 ? (byte & 0xF) : (byte >> 4);
             dot += q * codes[g * gs + c];
             dot_abs += std::abs(q * codes[g * gs + c]);
           }
-          const double d = scales[(g * gs) / 128 + b];
+          const double d = scales[(g * gs) / ab + b];
           sum += double(s) * d * double(dot);
           mag += std::fabs(double(s) * d) * double(dot_abs);
         }
@@ -93,9 +94,11 @@ class Int8ActivationsTest : public ::testing::Test {
 
 TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
   int seed = 40;
-  // Groups of 128, 256 and one per output channel (384); outputs that end in 1-3 row tails.
+  // Groups of 32 (activation blocks of 32), 128, 256 and one per output channel (384); outputs
+  // that end in 1-3 row tails.
   for (const auto& [out, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 128, 128}, {7, 256, 128}, {65, 512, 256}, {130, 384, 384}}) {
+           {1, 128, 128}, {7, 256, 128}, {65, 512, 256}, {130, 384, 384}, {3, 64, 32},
+           {67, 320, 32}}) {
     const at::Tensor packed = Pack(out, in, group, ++seed);
     ASSERT_TRUE(Int8ActivationKernelApplies(*loader::PackedLayoutOf(packed)));
     // Tiles of 8 rows (2 weight rows each, their 16 outputs summed as one vector) and every
@@ -136,7 +139,7 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
   if (runnable.size() < 2) GTEST_SKIP() << "this CPU runs one of AVX512-VNNI and AVX-VNNI";
   int seed = 70;
   for (const auto& [out, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {5, 128, 128}, {66, 512, 256}, {33, 384, 384}}) {
+           {5, 128, 128}, {66, 512, 256}, {33, 384, 384}, {9, 192, 32}}) {
     const at::Tensor packed = Pack(out, in, group, ++seed);
     for (int64_t rows : {1, 3, 8, 13}) {
       for (bool with_bias : {false, true}) {
@@ -155,8 +158,9 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
 
 TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
   // 29 rows: three tiles of 8 rows and a tail of 4 and 1; 301 outputs end in an odd one.
-  for (bool with_bias : {true, false}) {
-    const at::Tensor packed = Pack(301, 512, 128, 7);
+  for (const auto& [with_bias, group] : std::vector<std::pair<bool, int64_t>>{
+           {true, 128}, {false, 128}, {true, 32}}) {
+    const at::Tensor packed = Pack(301, 512, group, 7);
     const at::Tensor bias = with_bias ? Random({301}, 8) : at::Tensor();
     const at::Tensor batch = Random({29, 512}, 9);
     for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
@@ -183,6 +187,8 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   const at::Tensor int4 = Pack(64, 256, 128, 11);
   const at::Tensor int4_g32 = *loader::QuantizeLinearWeight(Random({64, 256}, 12),
                                                             loader::PackedLayout{4, 64, 256, 32}, "w");
+  const at::Tensor int4_g64 = *loader::QuantizeLinearWeight(Random({64, 256}, 16),
+                                                            loader::PackedLayout{4, 64, 256, 64}, "w");
   const at::Tensor int8 = *loader::QuantizeLinearWeight(Random({64, 256}, 13),
                                                         loader::PackedLayout{8, 64, 256, 256}, "w");
   const at::Tensor x = Random({3, 256}, 14);
@@ -191,7 +197,9 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearKernel(x, int4, {}, DetectQuantIsa())));
   SetInt8Activations(true);
   EXPECT_TRUE(UsesInt8Activations(int4));
-  EXPECT_FALSE(UsesInt8Activations(int4_g32));
+  EXPECT_TRUE(UsesInt8Activations(int4_g32));
+  EXPECT_FALSE(UsesInt8Activations(int4_g64));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int4_g32, {}), QuantizedLinearInt8Activations(x, int4_g32, {})));
   EXPECT_FALSE(UsesInt8Activations(int8));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearInt8Activations(x, int4, {})));
   // Prompt chunks take it too (beyond the float kernels' rows), so a row never changes path
