@@ -49,9 +49,9 @@ bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const
 at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias, QuantIsa isa);
 
-// --quantize-activations int8 (quantized_vnni.h): 4-bit weights in groups of a multiple of 128
-// multiply int8-quantized activations on AVX512-VNNI or AVX-VNNI CPUs, for any number of rows (so a row's
-// result never depends on its batch). Process-wide: placerd serves one model and sets it at
+// --quantize-activations int8 (quantized_vnni.h): 4-bit weights in groups of 32 or a multiple
+// of 128 multiply int8-quantized activations on AVX512-VNNI or AVX-VNNI CPUs, for any number of
+// rows (so a row's result never depends on its batch). Process-wide: placerd serves one model and sets it at
 // load (LoadCausalLm, from RuntimePlan::quantize).
 void SetInt8Activations(bool enabled);
 bool Int8ActivationsEnabled();

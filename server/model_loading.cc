@@ -24,7 +24,8 @@ namespace placer::server {
 namespace {
 
 // The weights --quantize-activations int8 reaches: packed 4-bit ones (packed under `quantize`
-// or repacked from the checkpoint) in groups of a multiple of 128; a tied table counted once.
+// or repacked from the checkpoint) in groups of 32 or a multiple of 128; a tied table counted
+// once.
 int64_t Int8ActivationWeights(const loader::Checkpoint& checkpoint,
                               const loader::QuantizeOptions& quantize) {
   const loader::ArchitectureDescription architecture =
@@ -101,12 +102,12 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
       plan.sizing.quantize.int8_activations ? Int8ActivationWeights(*checkpoint, plan.sizing.quantize) : 0;
   if (plan.sizing.quantize.int8_activations && int8_activation_weights == 0) {
     spdlog::warn("--quantize-activations int8: no weight of this model takes int8 activations "
-                 "(only 4-bit weights in groups of a multiple of 128 do: --quantize int4, an int4 "
+                 "(only 4-bit weights in groups of 32 or a multiple of 128 do: --quantize int4, an int4 "
                  "--quantize-lm-head, or a 4-bit checkpoint); activations stay float (exact)");
   } else if (plan.sizing.quantize.int8_activations) {
     if (model::Int8ActivationKernelRuns()) {
-      spdlog::info("--quantize-activations int8: 4-bit weights in groups of a multiple of 128 "
-                   "({} here) multiply int8 activations (one scale per 128 inputs, {}); "
+      spdlog::info("--quantize-activations int8: 4-bit weights in groups of 32 or a multiple of "
+                   "128 ({} here) multiply int8 activations (one scale per 32 or 128 inputs, {}); "
                    "other weights keep float activations",
                    int8_activation_weights,
                    model::Int8ActivationIsaName(model::DetectInt8ActivationIsa()));

@@ -225,7 +225,7 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni")) ||
                     (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                      __builtin_cpu_supports("avxvnni"));
-  EXPECT_NE(daemon.Log().find(vnni ? "multiply int8 activations (one scale per 128 inputs"
+  EXPECT_NE(daemon.Log().find(vnni ? "multiply int8 activations (one scale per 32 or 128 inputs"
                                    : "this CPU lacks AVX512-VNNI and AVX-VNNI; activations stay float"),
             std::string::npos)
       << daemon.Log();
@@ -247,7 +247,7 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
   ExpectEachTokenIsTheArgmaxOfForward(client, {3, 9, 27, 81}, tokens);
 }
 
-// int8 weights (and 4-bit ones in groups of 32) keep float activations: the daemon says the
+// int8 weights (and 4-bit ones in groups of 64) keep float activations: the daemon says the
 // flag reached no weight instead of claiming int8 activations.
 TEST_F(Quantize, Int8ActivationsThatReachNoWeightSaySo) {
   const StartedDaemon ports = PickPorts();
