@@ -133,8 +133,8 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperand
     const uint8_t* first = row + g * op.block_bytes;
     const uint8_t* second = first + op.block_bytes;
     _mm_prefetch(reinterpret_cast<const char*>(next + g * op.block_bytes), _MM_HINT_T0);
-    const __m256 first_scale = _mm256_set1_ps(FloatAt(first));
-    const __m256 second_scale = _mm256_set1_ps(FloatAt(second));
+    const __m256 scale =
+        _mm256_blend_ps(_mm256_set1_ps(FloatAt(first)), _mm256_set1_ps(FloatAt(second)), kSecondGroup);
     const __m256i raw = _mm256_inserti128_si256(
         _mm256_castsi128_si256(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),
@@ -143,10 +143,9 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperand
     const __m256i w_high = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
     for (int r = 0; r < R; ++r) {
       const int8_t* x = codes + r * in + span * 64;
-      const __m256 sd = _mm256_blend_ps(
-          _mm256_mul_ps(first_scale, _mm256_set1_ps(activation_scales[r * groups + g])),
-          _mm256_mul_ps(second_scale, _mm256_set1_ps(activation_scales[r * groups + g + 1])),
-          kSecondGroup);
+      const __m256 sd = _mm256_mul_ps(
+          scale, _mm256_blend_ps(_mm256_set1_ps(activation_scales[r * groups + g]),
+                                 _mm256_set1_ps(activation_scales[r * groups + g + 1]), kSecondGroup));
       const __m256i dot_low = _mm256_dpbusd_avx_epi32(
           float_bias_bits, w_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
       const __m256i dot_high = _mm256_dpbusd_avx_epi32(

@@ -201,13 +201,13 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
   for (int64_t span = 0; span < in / 64; ++span) {
     const int64_t g = 2 * span;
     __m512i w[T];
-    __m512 first_scale[T], second_scale[T];
+    __m512 scale[T];  // each lane its group's s
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       const uint8_t* first = row[t] + g * op.block_bytes;
       const uint8_t* second = first + op.block_bytes;
       _mm_prefetch(reinterpret_cast<const char*>(ahead[t] + g * op.block_bytes), _MM_HINT_T0);
-      first_scale[t] = _mm512_set1_ps(FloatAt(first));
-      second_scale[t] = _mm512_set1_ps(FloatAt(second));
+      scale[t] = _mm512_mask_blend_ps(kSecondGroup, _mm512_set1_ps(FloatAt(first)),
+                                      _mm512_set1_ps(FloatAt(second)));
       const __m256i payload = _mm256_inserti128_si256(
           _mm256_castsi128_si256(_mm_loadu_si128(
               reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),
@@ -218,14 +218,14 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m512i x = _mm512_loadu_si512(codes + r * in + span * 64);
       KeepInRegister(x);
-      const __m512 first_d = _mm512_set1_ps(activation_scales[r * groups + g]);
-      const __m512 second_d = _mm512_set1_ps(activation_scales[r * groups + g + 1]);
+      // Each lane its block's d: lane by lane the product s · d of the 128-input path.
+      const __m512 d = _mm512_mask_blend_ps(kSecondGroup,
+                                            _mm512_set1_ps(activation_scales[r * groups + g]),
+                                            _mm512_set1_ps(activation_scales[r * groups + g + 1]));
       _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
         const __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w[t], x);
         const __m512 dot_float = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
-        const __m512 sd = _mm512_mask_blend_ps(kSecondGroup, _mm512_mul_ps(first_scale[t], first_d),
-                                               _mm512_mul_ps(second_scale[t], second_d));
-        acc[t][r] = _mm512_fmadd_ps(dot_float, sd, acc[t][r]);
+        acc[t][r] = _mm512_fmadd_ps(dot_float, _mm512_mul_ps(scale[t], d), acc[t][r]);
       }
     }
   }
