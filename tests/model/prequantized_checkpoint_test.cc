@@ -17,6 +17,8 @@
 #include "loader/architectures/architecture.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "model/quantized_linear.h"
+#include "model/quantized_vnni.h"
 
 namespace placer::model {
 namespace {
@@ -165,6 +167,69 @@ TEST_P(PrequantizedCheckpoint, Bf16ComputeFollowsTheReference) {
     // weight multiplied with its inputs in the wrong order is off by order 1.
     EXPECT_LT(worst, 0.05) << length << " tokens";
     EXPECT_GT(worst, 1e-6) << length << " tokens: computed in F32?";
+  }
+}
+
+// --quantize-activations int8 on a 4-bit checkpoint (groups of 32 or 128: GPTQ's 32g act-order
+// checkpoints too, their inputs gathered first): logits near the float reference (the
+// activations' rounding), and a row's bits the same alone and batched.
+TEST_P(PrequantizedCheckpoint, Int8ActivationsStayNearTheReferenceAndBatchInvariant) {
+  const loader::QuantizedLinearSource* q =
+      checkpoint_->QuantizedLinear("model.layers.0.self_attn.q_proj.weight");
+  ASSERT_NE(q, nullptr);
+  if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI and AVX-VNNI";
+  auto reference = Load(reference_, RuntimePlan::AllOnCpu());
+  ASSERT_TRUE(reference);
+  // The mode is process-wide (set at load): the float logits first, with it off.
+  auto exact = Load(checkpoint_, RuntimePlan::AllOnCpu());
+  ASSERT_TRUE(exact);
+  ASSERT_FALSE(Int8ActivationsEnabled());
+  auto float_logits = exact->Forward(prompt_, true);
+  ASSERT_TRUE(float_logits.ok());
+  RuntimePlan plan = RuntimePlan::AllOnCpu();
+  plan.quantize.int8_activations = true;
+  auto quantized = Load(checkpoint_, plan);
+  ASSERT_TRUE(quantized);
+  struct Reset {
+    ~Reset() { SetInt8Activations(false); }
+  } reset;
+  ASSERT_TRUE(Int8ActivationsEnabled());
+  if (!Int8ActivationKernelApplies(q->layout)) {
+    // 8-bit weights and 4-bit groups of 64 keep float activations: the exact logits.
+    auto mode_logits = quantized->Forward(prompt_, true);
+    ASSERT_TRUE(mode_logits.ok());
+    EXPECT_EQ(float_logits->values, mode_logits->values);
+    return;
+  }
+  EXPECT_NE(float_logits->values, quantized->Forward(prompt_, true)->values);
+  auto want = reference->Forward(prompt_, /*all_positions=*/true);
+  auto got = quantized->Forward(prompt_, /*all_positions=*/true);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+  const int64_t vocab = want->shape.back();
+  double worst = 0;
+  for (int64_t row = 0; row < want->shape[0]; ++row) {
+    double scale = 0, error = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double w = want->values[row * vocab + v], g = got->values[row * vocab + v];
+      scale = std::max(scale, std::abs(w));
+      error = std::max(error, std::abs(w - g));
+    }
+    worst = std::max(worst, error / scale);
+  }
+  EXPECT_LT(worst, 0.05) << "int8 activations drift past their rounding";
+  EXPECT_GT(worst, 1e-6) << "bit-equal to the float reference: were activations quantized?";
+  auto alone = quantized->NewSequence(static_cast<int64_t>(prompt_.size()));
+  auto other = quantized->NewSequence(static_cast<int64_t>(prompt_.size()));
+  auto batched = quantized->NewSequence(static_cast<int64_t>(prompt_.size()));
+  ASSERT_TRUE(alone.ok() && other.ok() && batched.ok());
+  for (size_t i = 0; i < prompt_.size(); ++i) {
+    auto step = quantized->Extend(**alone, {prompt_[i]});
+    auto pair = quantized->ExtendBatch({{other->get(), {prompt_[(i + 5) % prompt_.size()]}},
+                                        {batched->get(), {prompt_[i]}}});
+    ASSERT_TRUE(step.ok() && pair.ok());
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(step->values[v], pair->values[vocab + v]) << "position " << i << " logit " << v;
+    }
   }
 }
 
