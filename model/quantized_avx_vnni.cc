@@ -176,15 +176,6 @@ __attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const QuantOper
                                                                 Int8Activations* out) {
   const float* x = op.x;
   const int64_t rows = op.rows, in = op.in;
-  out->group_sums_by_group.resize(static_cast<size_t>(op.groups * rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < op.groups; ++g) {
-      out->group_sums_by_group[static_cast<size_t>(g * rows + r)] = op.x_group_sums[r * op.groups + g];
-    }
-  }
-  out->block = block;
-  out->codes.resize(static_cast<size_t>(rows * in));
-  out->scales.resize(static_cast<size_t>(rows * (in / block)));
   const __m256 sign_bits = _mm256_set1_ps(-0.0f);
   const __m256i most = _mm256_set1_epi32(127), least = _mm256_set1_epi32(-127);
   for (int64_t r = 0; r < rows; ++r) {

@@ -300,15 +300,6 @@ __attribute__((target("avx512f,avx512bw"))) void QuantizeActivationsAvx512(
     const QuantOperands& op, int64_t block, Int8Activations* out) {
   const float* x = op.x;
   const int64_t rows = op.rows, in = op.in;
-  out->group_sums_by_group.resize(static_cast<size_t>(op.groups * rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < op.groups; ++g) {
-      out->group_sums_by_group[static_cast<size_t>(g * rows + r)] = op.x_group_sums[r * op.groups + g];
-    }
-  }
-  out->block = block;
-  out->codes.resize(static_cast<size_t>(rows * in));
-  out->scales.resize(static_cast<size_t>(rows * (in / block)));
   const __m512i most = _mm512_set1_epi32(127), least = _mm512_set1_epi32(-127);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < in / block; ++b) {
@@ -337,6 +328,16 @@ __attribute__((target("avx512f,avx512bw"))) void QuantizeActivationsAvx512(
 
 void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations* out,
                          Int8ActivationIsa isa) {
+  const int64_t rows = op.rows;
+  out->group_sums_by_group.resize(static_cast<size_t>(op.groups * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < op.groups; ++g) {
+      out->group_sums_by_group[static_cast<size_t>(g * rows + r)] = op.x_group_sums[r * op.groups + g];
+    }
+  }
+  out->block = block;
+  out->codes.resize(static_cast<size_t>(rows * op.in));
+  out->scales.resize(static_cast<size_t>(rows * (op.in / block)));
   if (isa == Int8ActivationIsa::kAvxVnni) {
     QuantizeActivationsAvx2(op, block, out);
   } else {

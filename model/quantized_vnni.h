@@ -56,7 +56,8 @@ void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations
                                   int64_t n0, int64_t n1,
                                   Int8ActivationIsa isa = DetectInt8ActivationIsa());
 
-// quantized_avx_vnni.cc's halves of the two above.
+// quantized_avx_vnni.cc's halves of the two above (QuantizeActivationsAvx2 fills the codes and
+// scales that QuantizeActivations sized).
 void QuantizeActivationsAvx2(const QuantOperands& op, int64_t block, Int8Activations* out);
 void QuantizedRowsAvxVnni(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
                           int64_t n1);

@@ -75,6 +75,21 @@ class Quantize : public ::testing::Test {
     }
   }
 
+  // Greedy tokens for `prompt` (ignoring EOS), or an empty vector after a failed assertion.
+  static std::vector<int32_t> Generate(client::PlacerClient& client, const std::vector<int32_t>& prompt,
+                                       int new_tokens, const DaemonProcess& daemon) {
+    v1::GenerateRequest request;
+    for (int32_t id : prompt) request.add_prompt_token_ids(id);
+    request.mutable_params()->set_max_new_tokens(new_tokens);
+    request.mutable_params()->set_ignore_eos(true);
+    std::vector<int32_t> tokens;
+    const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
+      tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+    });
+    EXPECT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+    return tokens;
+  }
+
   fs::path dir_;
 };
 
@@ -151,15 +166,7 @@ TEST_F(Quantize, QuantizeLmHeadPlansAndServesTheHeadPacked) {
   EXPECT_EQ(info->quantization().source(), "--quantize");
   EXPECT_EQ(info->quantization().summary(), head.at("quantize").at("summary").get<std::string>());
   EXPECT_EQ(info->quantization().activations(), "float");
-  v1::GenerateRequest request;
-  for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);
-  request.mutable_params()->set_max_new_tokens(4);
-  request.mutable_params()->set_ignore_eos(true);
-  std::vector<int32_t> tokens;
-  const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
-    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
-  });
-  ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+  const std::vector<int32_t> tokens = Generate(client, {1, 50, 60, 7}, 4, daemon);
   EXPECT_EQ(tokens.size(), 4u);
 }
 
@@ -198,15 +205,7 @@ TEST_F(Quantize, ATiedHeadIsOnePackedTableThatServes) {
                                           "--quantize", "int4", "--quantize-lm-head", "int8"}));
   ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
   client::PlacerClient client({ports.target(), seconds(20)});
-  v1::GenerateRequest request;
-  for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);
-  request.mutable_params()->set_max_new_tokens(4);
-  request.mutable_params()->set_ignore_eos(true);
-  std::vector<int32_t> tokens;
-  const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
-    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
-  });
-  ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+  const std::vector<int32_t> tokens = Generate(client, {1, 50, 60, 7}, 4, daemon);
   ASSERT_EQ(tokens.size(), 4u);
   ExpectEachTokenIsTheArgmaxOfForward(client, {1, 50, 60, 7}, tokens);
 }
@@ -233,15 +232,7 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
   const absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->quantization().activations(), vnni ? "int8" : "float");
-  v1::GenerateRequest request;
-  for (int id : {3, 9, 27, 81}) request.add_prompt_token_ids(id);
-  request.mutable_params()->set_max_new_tokens(5);
-  request.mutable_params()->set_ignore_eos(true);
-  std::vector<int32_t> tokens;
-  const absl::Status generated = client.Generate(request, [&](const v1::GenerateResponse& r) {
-    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
-  });
-  ASSERT_TRUE(generated.ok()) << generated << "\n" << daemon.Log();
+  const std::vector<int32_t> tokens = Generate(client, {3, 9, 27, 81}, 5, daemon);
   ASSERT_EQ(tokens.size(), 5u);
   // Every row takes the same path whatever its batch: decode steps agree with Forward.
   ExpectEachTokenIsTheArgmaxOfForward(client, {3, 9, 27, 81}, tokens);

@@ -86,6 +86,23 @@ class PrequantizedCheckpoint : public ::testing::TestWithParam<Case> {
     }
   }
 
+  // The largest |got - want| of a row relative to that row's largest |want|, over all rows
+  // (the same shapes).
+  static double WorstRelativeError(const Logits& got, const Logits& want) {
+    const int64_t vocab = want.shape.back();
+    double worst = 0;
+    for (int64_t row = 0; row < want.shape[0]; ++row) {
+      double scale = 0, error = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        const double w = want.values[row * vocab + v], g = got.values[row * vocab + v];
+        scale = std::max(scale, std::abs(w));
+        error = std::max(error, std::abs(w - g));
+      }
+      worst = std::max(worst, error / scale);
+    }
+    return worst;
+  }
+
   // Bytes layer `layer` holds: its linear weights packed, the rest in F32.
   uint64_t LayerBytes(const std::string& module) const {
     uint64_t bytes = 0;
@@ -152,17 +169,7 @@ TEST_P(PrequantizedCheckpoint, Bf16ComputeFollowsTheReference) {
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
     ASSERT_EQ(got->shape, want->shape);
-    const int64_t vocab = want->shape.back();
-    double worst = 0;
-    for (int64_t row = 0; row < want->shape[0]; ++row) {
-      double scale = 0, error = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double w = want->values[row * vocab + v], g = got->values[row * vocab + v];
-        scale = std::max(scale, std::abs(w));
-        error = std::max(error, std::abs(w - g));
-      }
-      worst = std::max(worst, error / scale);
-    }
+    const double worst = WorstRelativeError(*got, *want);
     // BF16 rounding of a two-layer model stays within a few percent of the largest logit; a
     // weight multiplied with its inputs in the wrong order is off by order 1.
     EXPECT_LT(worst, 0.05) << length << " tokens";
@@ -206,16 +213,8 @@ TEST_P(PrequantizedCheckpoint, Int8ActivationsStayNearTheReferenceAndBatchInvari
   auto got = quantized->Forward(prompt_, /*all_positions=*/true);
   ASSERT_TRUE(want.ok() && got.ok()) << got.status();
   const int64_t vocab = want->shape.back();
-  double worst = 0;
-  for (int64_t row = 0; row < want->shape[0]; ++row) {
-    double scale = 0, error = 0;
-    for (int64_t v = 0; v < vocab; ++v) {
-      const double w = want->values[row * vocab + v], g = got->values[row * vocab + v];
-      scale = std::max(scale, std::abs(w));
-      error = std::max(error, std::abs(w - g));
-    }
-    worst = std::max(worst, error / scale);
-  }
+  ASSERT_EQ(got->shape, want->shape);
+  const double worst = WorstRelativeError(*got, *want);
   EXPECT_LT(worst, 0.05) << "int8 activations drift past their rounding";
   EXPECT_GT(worst, 1e-6) << "bit-equal to the float reference: were activations quantized?";
   auto alone = quantized->NewSequence(static_cast<int64_t>(prompt_.size()));
