@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "model/quantized_vnni.h"
+#include "model/vnni_span.h"
 
 namespace placer::model {
 namespace {
@@ -16,18 +17,6 @@ namespace {
 using loader::kPackedBlockHeaderBytes;
 
 constexpr int64_t kBlock = 128;  // activation block, as quantized_vnni.cc's
-
-inline float FloatAt(const uint8_t* p) {
-  float value;
-  std::memcpy(&value, p, sizeof(value));
-  return value;
-}
-
-// Where input c (0-63) of a 64-input span sits in the kernels' order (quantized_vnni.h).
-inline int64_t SpanPosition(int64_t c) {
-  if (c < 16 || c >= 48) return c;
-  return c < 32 ? c + 16 : c - 16;
-}
 
 // _mm512_reduce_add_ps of the vector whose lanes 0-7 are `low` and 8-15 `high`: halves added,
 // then 128-bit halves, then lanes i + i+2, then the two left.
@@ -50,7 +39,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
     const float* group_sums = op.x_group_sums + (r0 + r) * op.groups;
     float offsets = 0;
     for (int64_t g = 0; g < op.groups; ++g) {
-      offsets = __builtin_fmaf(FloatAt(row + g * op.block_bytes + sizeof(float)), group_sums[g],
+      offsets = __builtin_fmaf(VnniFloatAt(row + g * op.block_bytes + sizeof(float)), group_sums[g],
                                offsets);
     }
     op.y[(r0 + r) * op.out + n] = SumLikeAvx512(low[r], high[r]) + offsets + bias;
@@ -76,7 +65,7 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
   const __m256 float_bias = _mm256_castsi256_ps(float_bias_bits);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* block = row + g * op.block_bytes;
-    const __m256 scale = _mm256_set1_ps(FloatAt(block));
+    const __m256 scale = _mm256_set1_ps(VnniFloatAt(block));
     const uint8_t* p = block + kPackedBlockHeaderBytes;
     for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
       const int64_t b = g * blocks_per_group + bb;
@@ -134,7 +123,7 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperand
     const uint8_t* second = first + op.block_bytes;
     _mm_prefetch(reinterpret_cast<const char*>(next + g * op.block_bytes), _MM_HINT_T0);
     const __m256 scale =
-        _mm256_blend_ps(_mm256_set1_ps(FloatAt(first)), _mm256_set1_ps(FloatAt(second)), kSecondGroup);
+        _mm256_blend_ps(_mm256_set1_ps(VnniFloatAt(first)), _mm256_set1_ps(VnniFloatAt(second)), kSecondGroup);
     const __m256i raw = _mm256_inserti128_si256(
         _mm256_castsi128_si256(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),
@@ -198,7 +187,7 @@ __attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const QuantOper
         alignas(32) int32_t values[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(values), code);
         const int64_t i = b * block + c;  // 8 inputs inside one span's run of 16
-        int8_t* to = codes + (i / 64) * 64 + SpanPosition(i % 64);
+        int8_t* to = codes + (i / 64) * 64 + VnniSpanPosition(i % 64);
         for (int i = 0; i < 8; ++i) to[i] = static_cast<int8_t>(values[i]);
       }
     }

@@ -8,6 +8,7 @@
 // activations are stored in that order (QuantizeActivations), so each int32 lane of vpdpbusd
 // sums four products of the same inputs on both sides.
 #include "model/quantized_vnni.h"
+#include "model/vnni_span.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
 #pragma GCC diagnostic push
@@ -29,20 +30,8 @@ using loader::kPackedBlockHeaderBytes;
 constexpr int64_t kBlock = 128;      // activation block (within one weight group)
 constexpr int64_t kTilesAhead = 4;   // weight rows prefetched this many tiles ahead
 
-inline float FloatAt(const uint8_t* p) {
-  float value;
-  std::memcpy(&value, p, sizeof(value));
-  return value;
-}
-
-// Where input c (0-63) of a 64-input span sits in the kernel's order.
-inline int64_t SpanPosition(int64_t c) {
-  if (c < 16 || c >= 48) return c;
-  return c < 32 ? c + 16 : c - 16;
-}
-
 inline float OffsetAt(const QuantOperands& op, const uint8_t* row, int64_t g) {
-  return FloatAt(row + g * op.block_bytes + sizeof(float));
+  return VnniFloatAt(row + g * op.block_bytes + sizeof(float));
 }
 
 // The end of a tile of 2 weight rows x 8 input rows (vector_sum.h) with the offsets' share
@@ -121,7 +110,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
     const uint8_t* pa[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       const uint8_t* block = row[t] + g * op.block_bytes;
-      scale[t] = _mm512_set1_ps(FloatAt(block));
+      scale[t] = _mm512_set1_ps(VnniFloatAt(block));
       KeepInRegister(scale[t]);
       p[t] = block + kPackedBlockHeaderBytes;
       pa[t] = ahead[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
@@ -206,8 +195,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
       const uint8_t* first = row[t] + g * op.block_bytes;
       const uint8_t* second = first + op.block_bytes;
       _mm_prefetch(reinterpret_cast<const char*>(ahead[t] + g * op.block_bytes), _MM_HINT_T0);
-      scale[t] = _mm512_mask_blend_ps(kSecondGroup, _mm512_set1_ps(FloatAt(first)),
-                                      _mm512_set1_ps(FloatAt(second)));
+      scale[t] = _mm512_mask_blend_ps(kSecondGroup, _mm512_set1_ps(VnniFloatAt(first)),
+                                      _mm512_set1_ps(VnniFloatAt(second)));
       const __m256i payload = _mm256_inserti128_si256(
           _mm256_castsi128_si256(_mm_loadu_si128(
               reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),
@@ -317,7 +306,7 @@ __attribute__((target("avx512f,avx512bw"))) void QuantizeActivationsAvx512(
         __m512i code = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + c), inverse));
         code = _mm512_max_epi32(_mm512_min_epi32(code, most), least);
         const int64_t i = b * block + c;  // 16 inputs inside one span's run of 16
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (i / 64) * 64 + SpanPosition(i % 64)),
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (i / 64) * 64 + VnniSpanPosition(i % 64)),
                          _mm512_cvtepi32_epi8(code));
       }
     }
