@@ -86,6 +86,13 @@ class PrequantizedCheckpoint : public ::testing::TestWithParam<Case> {
     }
   }
 
+  // A prompt chunk beyond the kernels' rows (dequantize + GEMM), one within them, one row.
+  static std::vector<std::vector<int32_t>> ChunkPrompts() {
+    std::vector<int32_t> long_prompt;
+    for (int i = 0; i < 150; ++i) long_prompt.push_back((i * 37 + 5) % 300);
+    return {long_prompt, {long_prompt.begin(), long_prompt.begin() + 12}, {long_prompt.front()}};
+  }
+
   // The largest |got - want| of a row relative to that row's largest |want|, over all rows
   // (the same shapes).
   static double WorstRelativeError(const Logits& got, const Logits& want) {
@@ -143,11 +150,8 @@ TEST_P(PrequantizedCheckpoint, LogitsEqualTheDequantizedReference) {
   auto reference = Load(reference_, RuntimePlan::AllOnCpu());
   auto quantized = Load(checkpoint_, RuntimePlan::AllOnCpu());
   ASSERT_TRUE(reference && quantized);
-  // A prompt chunk beyond the kernels' rows (dequantize + GEMM), one within them, one row.
-  std::vector<int32_t> long_prompt;
-  for (int i = 0; i < 150; ++i) long_prompt.push_back((i * 37 + 5) % 300);
-  for (size_t length : {long_prompt.size(), size_t{12}, size_t{1}}) {
-    const std::vector<int32_t> prompt(long_prompt.begin(), long_prompt.begin() + length);
+  for (const std::vector<int32_t>& prompt : ChunkPrompts()) {
+    const size_t length = prompt.size();
     auto want = reference->Forward(prompt, /*all_positions=*/true);
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
@@ -161,10 +165,8 @@ TEST_P(PrequantizedCheckpoint, Bf16ComputeFollowsTheReference) {
   auto reference = Load(reference_, RuntimePlan::AllOnCpu());
   auto quantized = Load(checkpoint_, RuntimePlan::AllOnCpu(), nullptr, loader::DType::kBF16);
   ASSERT_TRUE(reference && quantized);
-  std::vector<int32_t> long_prompt;
-  for (int i = 0; i < 150; ++i) long_prompt.push_back((i * 37 + 5) % 300);
-  for (size_t length : {long_prompt.size(), size_t{12}, size_t{1}}) {
-    const std::vector<int32_t> prompt(long_prompt.begin(), long_prompt.begin() + length);
+  for (const std::vector<int32_t>& prompt : ChunkPrompts()) {
+    const size_t length = prompt.size();
     auto want = reference->Forward(prompt, /*all_positions=*/true);
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
