@@ -1,6 +1,7 @@
 #include "loader/prequantized_config.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -71,11 +72,15 @@ absl::StatusOr<PrequantizedFormat> ParseGptq(const json& config, const Where& wh
   }
   PLACER_RETURN_IF_ERROR(RequireFalse(config, where, "lm_head",
                                       "a quantized lm_head is not supported"));
-  PLACER_ASSIGN_OR_RETURN(const json* subset,
-                          FindJsonField(config, where.at(), "modules_in_block_to_quantize"));
-  if (subset != nullptr) {
-    return where.Error("modules_in_block_to_quantize",
-                       "quantizing only some linear layers of a block is not supported");
+  for (const char* key : {"modules_in_block_to_quantize", "dynamic"}) {
+    PLACER_ASSIGN_OR_RETURN(const json* value, FindJsonField(config, where.at(), key));
+    if (value == nullptr) continue;
+    const std::string path = JoinJsonPath(where.path, key);
+    PLACER_ASSIGN_OR_RETURN(UnquantizedModules modules,
+                            std::string(key) == "dynamic"
+                                ? UnquantizedModules::FromGptqDynamic(*value, {where.file, path})
+                                : UnquantizedModules::FromGptqBlockModules(*value, {where.file, path}));
+    format.unquantized.Add(std::move(modules));
   }
   return format;
 }
@@ -105,9 +110,10 @@ absl::StatusOr<PrequantizedFormat> ParseAwq(const json& config, const Where& whe
   }
   PLACER_ASSIGN_OR_RETURN(const json* skipped,
                           FindJsonField(config, where.at(), "modules_to_not_convert"));
-  if (skipped != nullptr && !(skipped->is_array() && skipped->empty())) {
-    return where.Error("modules_to_not_convert",
-                       "leaving some linear layers unquantized is not supported");
+  if (skipped != nullptr) {
+    PLACER_ASSIGN_OR_RETURN(format.unquantized,
+                            UnquantizedModules::FromAwqNotConverted(
+                                *skipped, {where.file, JoinJsonPath(where.path, "modules_to_not_convert")}));
   }
   return format;
 }
@@ -135,11 +141,8 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
   }
   PLACER_ASSIGN_OR_RETURN(const json* ignore, FindJsonField(config, where.at(), "ignore"));
   if (ignore != nullptr) {
-    const bool only_lm_head = ignore->is_array() && (ignore->empty() || (ignore->size() == 1 &&
-                              (*ignore)[0] == "lm_head"));
-    if (!only_lm_head) {
-      return where.Error("ignore", "only [\"lm_head\"] may be left unquantized");
-    }
+    PLACER_ASSIGN_OR_RETURN(format.unquantized, UnquantizedModules::FromCompressedTensorsIgnore(
+                                                    *ignore, {where.file, JoinJsonPath(where.path, "ignore")}));
   }
   PLACER_ASSIGN_OR_RETURN(const json* sparsity, FindJsonField(config, where.at(), "sparsity_config"));
   if (sparsity != nullptr && !(sparsity->is_object() && sparsity->empty())) {

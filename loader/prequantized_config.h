@@ -8,12 +8,16 @@
 //   GPTQ (quant_method "gptq"): bits 4 or 8, group_size > 0 or -1 (one group per column),
 //     sym, desc_act (served when g_idx keeps inputs in group order; a permuted g_idx is
 //     refused at load), checkpoint_format "gptq" (v1: zeros stored minus one, the default)
-//     or "gptq_v2"; lm_head false.
-//   AWQ (quant_method "awq"): bits 4, version "gemm", zero_point true, group_size > 0.
+//     or "gptq_v2"; lm_head false; modules_in_block_to_quantize and GPTQModel's dynamic "-:"
+//     keys leave some linears unquantized (a dynamic key overriding bits etc. is refused).
+//   AWQ (quant_method "awq"): bits 4, version "gemm", zero_point true, group_size > 0;
+//     modules_to_not_convert.
 //   compressed-tensors (quant_method "compressed-tensors"): format "pack-quantized" (int4 or
 //     int8 weights, "group" or "channel" strategy) or "int-quantized" (int8 weights, channel
 //     strategy; dynamic int8 activations are served in the compute dtype), one config group
-//     targeting "Linear", ignore at most ["lm_head"].
+//     targeting "Linear", ignore (names and "re:" patterns).
+// The linears a checkpoint leaves unquantized (loader/unquantized_modules.h) are plain float
+// `.weight`s, served in the compute dtype like the embeddings.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "loader/unquantized_modules.h"
 
 namespace placer::loader {
 
@@ -43,6 +48,7 @@ struct PrequantizedFormat {
   // which placer leaves in the compute dtype (logged).
   bool dynamic_int8_activations = false;
   std::string source;               // the file the config came from
+  UnquantizedModules unquantized;   // decoder-layer linears stored as float weights
 
   // "GPTQ 4-bit (groups of 128, v1 zeros)", for logs, plans and the offload store's scheme.
   std::string Describe() const;

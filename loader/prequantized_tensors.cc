@@ -163,6 +163,7 @@ absl::StatusOr<QuantizedLinears> MatchQuantizedLinears(
       if (slot.shape.size() != 2 || !absl::EndsWith(slot.name, ".weight")) {
         return absl::InternalError(absl::StrCat("linear slot ", slot.name, " is not a 2-D .weight"));
       }
+      if (format.unquantized.Covers(ModuleOf(slot.name))) continue;  // a float .weight
       parts.set_shape_note(absl::StrCat("[", slot.shape[0], ", ", slot.shape[1], "]"));
       PLACER_ASSIGN_OR_RETURN(QuantizedLinearSource source, MatchSlot(slot, format, parts, where));
       for (const std::string* part : {&source.codes, &source.zeros, &source.scales,

@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "loader/architectures/architecture.h"
 #include "loader/dtype.h"
 #include "loader/model_config.h"
@@ -64,6 +65,13 @@ absl::StatusOr<PackedLayout> PrequantizedSlotLayout(const TensorDescription& slo
                                                     const PrequantizedFormat& format,
                                                     absl::string_view where);
 
+// "model.layers.0.mlp.down_proj" from its slot "model.layers.0.mlp.down_proj.weight".
+inline absl::string_view ModuleOf(absl::string_view slot) {
+  return absl::StripSuffix(slot, ".weight");
+}
+
+// The linears `format` leaves unquantized (format.unquantized) are not sources: they are
+// float `.weight`s, checked like any other tensor.
 // `find` gives a checkpoint tensor by canonical name, or nullptr. `where` names the checkpoint
 // in errors. Each linear slot's parts must all be there with the dtype and shape above; its
 // `.weight` must not be (except int-quantized's int8 one). A slot whose layout placer cannot

@@ -19,7 +19,11 @@ std::string PrequantizedSummary(const loader::PrequantizedFormat& format,
   return absl::StrCat("checkpoint ", FormatAndFile(format),
                       ": decoder-layer linear weights repacked at load, sized and held packed; "
                       "embeddings, norms, biases and lm_head in ",
-                      kept);
+                      kept,
+                      format.unquantized.empty()
+                          ? ""
+                          : absl::StrCat("; linears the checkpoint left unquantized (",
+                                         format.unquantized.description(), ") in ", kept));
 }
 
 nlohmann::ordered_json PrequantizedJson(const loader::PrequantizedFormat& format,

@@ -12,10 +12,12 @@
 #include <thread>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
 #include "loader/checkpoint.h"
+#include "loader/prequantized_tensors.h"
 #include "model/causal_lm.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
@@ -32,7 +34,9 @@ struct Case {
   std::string name, format;
   int bits;
   int group_size;
-  std::string flags;  // --sym, --quantize-config-file
+  std::string flags;  // --sym, --quantize-config-file, --float-modules=...
+  // The linears the checkpoint leaves unquantized (what --float-modules names, spelled out).
+  std::set<std::string> float_modules = {};
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -138,6 +142,11 @@ TEST_P(PrequantizedCheckpoint, EveryLinearWeightIsRepackedNotReadAsAFloatWeight)
     if (slot->linear == loader::LinearWeight::kNone) continue;
     ++linear;
     const loader::QuantizedLinearSource* source = checkpoint_->QuantizedLinear(slot->name);
+    if (GetParam().float_modules.count(std::string(loader::ModuleOf(slot->name))) > 0) {
+      EXPECT_EQ(source, nullptr) << slot->name << " is left unquantized";
+      EXPECT_NE(checkpoint_->Find(slot->name), nullptr) << slot->name;
+      continue;
+    }
     ASSERT_NE(source, nullptr) << slot->name;
     EXPECT_EQ(source->layout.bits, GetParam().bits);
     EXPECT_EQ(source->layout.group_size,
@@ -183,8 +192,10 @@ TEST_P(PrequantizedCheckpoint, Bf16ComputeFollowsTheReference) {
 // checkpoints too, their inputs gathered first): logits near the float reference (the
 // activations' rounding), and a row's bits the same alone and batched.
 TEST_P(PrequantizedCheckpoint, Int8ActivationsStayNearTheReferenceAndBatchInvariant) {
-  const loader::QuantizedLinearSource* q =
-      checkpoint_->QuantizedLinear("model.layers.0.self_attn.q_proj.weight");
+  const loader::QuantizedLinearSource* q = nullptr;  // layer 0's first quantized linear
+  for (const char* linear : {"self_attn.q_proj", "self_attn.k_proj"}) {
+    if (q == nullptr) q = checkpoint_->QuantizedLinear(absl::StrCat("model.layers.0.", linear, ".weight"));
+  }
   ASSERT_NE(q, nullptr);
   if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI and AVX-VNNI";
   auto reference = Load(reference_, RuntimePlan::AllOnCpu());
@@ -326,7 +337,25 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ct_pack_int4_g64_sym_actorder_group", "ct-pack", 4, 64, "--sym --act-order"},
                       Case{"ct_pack_int4_channel_sym", "ct-pack", 4, -1, "--sym"},
                       Case{"ct_pack_int8_g64_sym", "ct-pack", 8, 64, "--sym"},
-                      Case{"ct_int8_channel", "ct-int", 8, -1, "--sym"}),
+                      Case{"ct_int8_channel", "ct-int", 8, -1, "--sym"},
+                      // Partly quantized: each format's own way of naming the float linears.
+                      Case{"gptq_v1_int4_g32_float_o_proj", "gptq", 4, 32,
+                           "--float-modules=self_attn.o_proj",
+                           {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj"}},
+                      Case{"gptq_v2_int4_g64_dynamic_float", "gptq_v2", 4, 64,
+                           "--sym --act-order --float-modules=self_attn.v_proj,model.layers.1.mlp.down_proj",
+                           {"model.layers.0.self_attn.v_proj", "model.layers.1.self_attn.v_proj",
+                            "model.layers.1.mlp.down_proj"}},
+                      Case{"awq_gemm_int4_g32_float_down", "awq", 4, 32,
+                           "--float-modules=mlp.down_proj",
+                           {"model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"}},
+                      Case{"ct_pack_int4_g32_ignore", "ct-pack", 4, 32,
+                           "--float-modules=self_attn.q_proj,model.layers.0.mlp.gate_proj",
+                           {"model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj",
+                            "model.layers.0.mlp.gate_proj"}},
+                      Case{"ct_int8_channel_ignore_up", "ct-int", 8, -1,
+                           "--sym --float-modules=mlp.up_proj",
+                           {"model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj"}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

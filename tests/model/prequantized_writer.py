@@ -11,12 +11,18 @@ usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_S
   linear's inputs quantized in a random order (as GPTQ orders them by activation size),
   groups taken along that order and g_idx saying each input's group; q_proj and k_proj share an order, as do gate_proj and
   up_proj (they see the same input), v_proj, o_proj and down_proj have their own.
+  --float-modules=A,B: leave these linears unquantized (a float .weight, fp16 for GPTQ and AWQ
+  as their tools store them), each "self_attn.o_proj" (in every layer) or a full name
+  "model.layers.1.mlp.down_proj", said in config the format's way: GPTQ
+  modules_in_block_to_quantize (GPTQModel dynamic "-:" regexes with --gptq-dynamic or for full
+  names), AWQ modules_to_not_convert, compressed-tensors ignore ("re:" for in-every-layer names).
 OUT_DIR gets the quantized checkpoint; REFERENCE_DIR the same model with every linear weight
 replaced by its exact float dequantization (w = (q - z) * s), unquantized, in F32.
 """
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -177,15 +183,35 @@ def quantize_linear(prefix, w, fmt, bits, group_size, sym, perm=None):
     return tensors, dequantize(q, z, s, group)
 
 
-def quantization_config(fmt, bits, group_size, sym, act_order):
+BLOCK_LINEARS = [["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+                 ["self_attn.o_proj"], ["mlp.gate_proj", "mlp.up_proj"], ["mlp.down_proj"]]
+
+
+def is_float_module(module, float_modules):
+    return any(module == f if f.startswith("model.") else module.endswith("." + f)
+               for f in float_modules)
+
+
+def float_regex(name):
+    return (re.escape(name) if name.startswith("model.") else ".*\\." + re.escape(name)) + "$"
+
+
+def quantization_config(fmt, bits, group_size, sym, act_order, float_modules=(), gptq_dynamic=False):
     if fmt in ("gptq", "gptq_v2"):
-        return {"quant_method": "gptq", "bits": bits, "group_size": group_size, "sym": sym,
-                "desc_act": act_order, "damp_percent": 0.01, "true_sequential": True,
-                "static_groups": False, "checkpoint_format": fmt, "model_name_or_path": None,
-                "model_file_base_name": None}
+        config = {"quant_method": "gptq", "bits": bits, "group_size": group_size, "sym": sym,
+                  "desc_act": act_order, "damp_percent": 0.01, "true_sequential": True,
+                  "static_groups": False, "checkpoint_format": fmt, "model_name_or_path": None,
+                  "model_file_base_name": None}
+        if float_modules and (gptq_dynamic or any(f.startswith("model.") for f in float_modules)):
+            config["dynamic"] = {"-:" + float_regex(f): {} for f in float_modules}
+        elif float_modules:
+            kept = [[m for m in group if m not in float_modules] for group in BLOCK_LINEARS]
+            config["modules_in_block_to_quantize"] = [g for g in kept if g]
+        return config
     if fmt == "awq":
         return {"quant_method": "awq", "bits": bits, "group_size": group_size,
-                "zero_point": True, "version": "gemm", "modules_to_not_convert": None}
+                "zero_point": True, "version": "gemm",
+                "modules_to_not_convert": list(float_modules) or None}
     weights = {"num_bits": bits, "type": "int", "symmetric": sym, "dynamic": False,
                "strategy": "channel" if group_size == -1 else "group",
                "actorder": "group" if act_order else None,
@@ -199,7 +225,9 @@ def quantization_config(fmt, bits, group_size, sym, act_order):
     return {"quant_method": "compressed-tensors",
             "format": "pack-quantized" if fmt == "ct-pack" else "int-quantized",
             "quantization_status": "compressed", "global_compression_ratio": None,
-            "ignore": ["lm_head"], "kv_cache_scheme": None, "sparsity_config": {},
+            "ignore": ["lm_head"] + [f if f.startswith("model.") else "re:" + float_regex(f)
+                                     for f in float_modules],
+            "kv_cache_scheme": None, "sparsity_config": {},
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
                                           "input_activations": inputs,
                                           "output_activations": None}}}
@@ -224,12 +252,22 @@ def main(argv):
     if act_order and fmt not in ("gptq", "gptq_v2", "ct-pack"):
         sys.exit("prequantized_writer.py: --act-order is GPTQ's (desc_act) and compressed-tensors "
                  "pack-quantized's (actorder \"group\")")
+    float_modules = []
+    for a in argv:
+        if a.startswith("--float-modules="):
+            float_modules = [f for f in a.split("=", 1)[1].split(",") if f]
     torch.manual_seed(20)
     tensors = read_safetensors(os.path.join(base, "model.safetensors"))
     quantized, reference = {}, {}
     for name, t in tensors.items():
         parts = name.split(".")
-        if name.endswith(".weight") and len(parts) > 2 and parts[-2] in LINEAR:
+        is_linear = name.endswith(".weight") and len(parts) > 2 and parts[-2] in LINEAR
+        if is_linear and is_float_module(name[:-len(".weight")], float_modules):
+            if fmt in ("gptq", "gptq_v2", "awq"):
+                t = t.to(torch.float16)
+            quantized[name] = t
+            reference[name] = t.float()
+        elif is_linear:
             perm = None
             if act_order:
                 shared = {"k_proj": "q_proj", "up_proj": "gate_proj"}.get(parts[-2], parts[-2])
@@ -256,7 +294,8 @@ def main(argv):
                 shutil.copy(os.path.join(base, side), d)
     with open(os.path.join(ref_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    qconfig = quantization_config(fmt, bits, group_size, sym, act_order)
+    qconfig = quantization_config(fmt, bits, group_size, sym, act_order, float_modules,
+                                  "--gptq-dynamic" in argv)
     if "--quantize-config-file" in argv:
         del qconfig["quant_method"]  # AutoGPTQ's quantize_config.json has none
         with open(os.path.join(out_dir, "quantize_config.json"), "w") as f:
