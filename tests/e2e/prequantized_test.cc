@@ -9,7 +9,9 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "client/placer_client.h"
@@ -25,6 +27,10 @@ struct Format {
   std::string name, writer_args, description;
   int bits;
   int64_t group_size;  // -1: all inputs
+  // Linears the checkpoint leaves unquantized in every layer ("mlp.down_proj"), and the
+  // config field that says so.
+  std::set<std::string> float_linears = {};
+  std::string float_field = "";
 };
 void PrintTo(const Format& f, std::ostream* os) { *os << f.name; }
 
@@ -91,6 +97,11 @@ TEST_P(Prequantized, ServesTheGreedyTokensOfItsDequantizedReference) {
   EXPECT_EQ(info.quantization().summary().rfind("checkpoint " + GetParam().description, 0), 0u)
       << info.quantization().summary();
   EXPECT_EQ(info.quantization().activations(), "float");
+  if (!GetParam().float_field.empty()) {
+    EXPECT_NE(info.quantization().summary().find("left unquantized (" + GetParam().float_field),
+              std::string::npos)
+        << info.quantization().summary();
+  }
   EXPECT_FALSE(reference_info.has_quantization()) << reference_info.DebugString();
 }
 
@@ -112,9 +123,12 @@ TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
   // The reference holds the linear weights in F32; the quantized model holds them packed:
   // per row and group a float32 scale and offset and group_size codes of `bits` bits.
   uint64_t expected = CpuWeights(nlohmann::json::parse(reference_plan.output));
-  const std::vector<std::pair<int64_t, int64_t>> linear = {
-      {128, 128}, {64, 128}, {64, 128}, {128, 128}, {256, 128}, {256, 128}, {128, 256}};
-  for (const auto& [out, in] : linear) {
+  const std::vector<std::tuple<std::string, int64_t, int64_t>> linear = {
+      {"self_attn.q_proj", 128, 128}, {"self_attn.k_proj", 64, 128}, {"self_attn.v_proj", 64, 128},
+      {"self_attn.o_proj", 128, 128}, {"mlp.gate_proj", 256, 128},    {"mlp.up_proj", 256, 128},
+      {"mlp.down_proj", 128, 256}};
+  for (const auto& [name, out, in] : linear) {
+    if (GetParam().float_linears.count(name) > 0) continue;  // F32, as in the reference
     const int64_t group = GetParam().group_size == -1 ? in : GetParam().group_size;
     const uint64_t packed = out * (in / group) * (8 + group * GetParam().bits / 8);
     expected = expected - 2 * out * in * 4 + 2 * packed;
@@ -139,7 +153,14 @@ INSTANTIATE_TEST_SUITE_P(
                              "compressed-tensors pack-quantized 4-bit (groups of 32, asymmetric)", 4, 32},
                       Format{"compressed_tensors_int8", "ct-int 8 -1 --sym",
                              "compressed-tensors int-quantized 8-bit (one scale per output channel; "
-                             "activations kept in the compute dtype)", 8, -1}),
+                             "activations kept in the compute dtype)", 8, -1},
+                      Format{"compressed_tensors_ignore",
+                             "ct-pack 4 32 --float-modules=mlp.down_proj,self_attn.o_proj",
+                             "compressed-tensors pack-quantized 4-bit (groups of 32, asymmetric)", 4, 32,
+                             {"mlp.down_proj", "self_attn.o_proj"}, "quantization_config.ignore"},
+                      Format{"awq_not_converted", "awq 4 64 --float-modules=mlp.gate_proj",
+                             "AWQ GEMM 4-bit (groups of 64)", 4, 64, {"mlp.gate_proj"},
+                             "quantization_config.modules_to_not_convert"}),
     [](const ::testing::TestParamInfo<Format>& info) { return info.param.name; });
 
 }  // namespace
