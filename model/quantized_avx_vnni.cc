@@ -1,4 +1,4 @@
-// The --quantize-activations int8 kernel for CPUs with AVX-VNNI but not AVX-512 (Alder Lake and
+// The --quantize-activations int8 kernel (4- and 8-bit weights) for CPUs with AVX-VNNI but not AVX-512 (Alder Lake and
 // later client cores): the AVX-512 kernel's arithmetic (quantized_vnni.cc) on two 8-lane halves.
 // Each 512-bit vector there is a pair of 256-bit ones here (lanes 0-7, 8-15), every lane gets the
 // same integer dot product and the same float operations, and the lanes are summed in the order
@@ -46,8 +46,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
   }
 }
 
-// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1>'s operations, lane for lane.
-template <int R>
+// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1, Bits>'s operations, lane for lane.
+template <int R, int Bits>
 __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands& op,
                                                             const Int8Activations& xa,
                                                             int64_t r0, int64_t n) {
@@ -60,6 +60,7 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
   const uint8_t* next = op.w + std::min(n + 1, op.out - 1) * groups * op.block_bytes;
   const int8_t* codes = xa.codes.data() + r0 * in;
   const float* activation_scales = xa.scales.data() + r0 * blocks;
+  const __m256i sign_bits = _mm256_set1_epi8(static_cast<char>(0x80));  // also the byte 128
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i float_bias_bits = _mm256_set1_epi32(0x4B400000);
   const __m256 float_bias = _mm256_castsi256_ps(float_bias_bits);
@@ -69,29 +70,49 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
     const uint8_t* p = block + kPackedBlockHeaderBytes;
     for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
       const int64_t b = g * blocks_per_group + bb;
-      const uint8_t* bytes = p + bb * (kBlock / 2);
-      _mm_prefetch(reinterpret_cast<const char*>(next + g * op.block_bytes + kPackedBlockHeaderBytes +
-                                                 bb * (kBlock / 2)),
-                   _MM_HINT_T0);
-      // The AVX-512 kernel's w0 is these 32 bytes' low nibbles then their high nibbles; w1 the
-      // next 32 bytes' likewise.
-      const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
-      const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32));
-      const __m256i w0_low = _mm256_and_si256(raw0, low_nibbles);
-      const __m256i w0_high = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low_nibbles);
-      const __m256i w1_low = _mm256_and_si256(raw1, low_nibbles);
-      const __m256i w1_high = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low_nibbles);
+      const int64_t block_payload = kBlock * Bits / 8;
+      const uint8_t* bytes = p + bb * block_payload;
+      const uint8_t* ahead = next + g * op.block_bytes + kPackedBlockHeaderBytes + bb * block_payload;
+      __m256i w0_low, w0_high, w1_low, w1_high;
+      if constexpr (Bits == 8) {
+        // The AVX-512 kernel's w0 is bytes 0-63 (its lanes 0-7 the low half here, 8-15 the
+        // high one), w1 bytes 64-127.
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
+        w0_low = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes)), sign_bits);
+        w0_high = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32)), sign_bits);
+        w1_low = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 64)), sign_bits);
+        w1_high = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 96)), sign_bits);
+      } else {
+        // The AVX-512 kernel's w0 is these 32 bytes' low nibbles then their high nibbles; w1
+        // the next 32 bytes' likewise.
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+        const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32));
+        w0_low = _mm256_and_si256(raw0, low_nibbles);
+        w0_high = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low_nibbles);
+        w1_low = _mm256_and_si256(raw1, low_nibbles);
+        w1_high = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low_nibbles);
+      }
       for (int r = 0; r < R; ++r) {
         const int8_t* x = codes + r * in + b * kBlock;
         const __m256 sd = _mm256_mul_ps(scale, _mm256_set1_ps(activation_scales[r * blocks + b]));
-        __m256i dot_low = _mm256_dpbusd_avx_epi32(
-            float_bias_bits, w0_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-        dot_low = _mm256_dpbusd_avx_epi32(
-            dot_low, w1_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64)));
-        __m256i dot_high = _mm256_dpbusd_avx_epi32(
-            float_bias_bits, w0_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
-        dot_high = _mm256_dpbusd_avx_epi32(
-            dot_high, w1_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96)));
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64));
+        const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+        const __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96));
+        __m256i start_low = float_bias_bits, start_high = float_bias_bits;
+        if constexpr (Bits == 8) {  // as the AVX-512 kernel: q + 128, less 128 times a
+          const __m256i zero = _mm256_setzero_si256();
+          start_low = _mm256_sub_epi32(start_low, _mm256_dpbusd_avx_epi32(
+                                                      _mm256_dpbusd_avx_epi32(zero, sign_bits, x0), sign_bits, x1));
+          start_high = _mm256_sub_epi32(start_high, _mm256_dpbusd_avx_epi32(
+                                                        _mm256_dpbusd_avx_epi32(zero, sign_bits, x2), sign_bits, x3));
+        }
+        __m256i dot_low = _mm256_dpbusd_avx_epi32(start_low, w0_low, x0);
+        dot_low = _mm256_dpbusd_avx_epi32(dot_low, w1_low, x1);
+        __m256i dot_high = _mm256_dpbusd_avx_epi32(start_high, w0_high, x2);
+        dot_high = _mm256_dpbusd_avx_epi32(dot_high, w1_high, x3);
         low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
         high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
       }
@@ -150,10 +171,12 @@ template <int R>
 void ChunkAvxVnni(const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n0,
                   int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
-    if (op.group_size == 32) {
+    if (op.bits == 8) {
+      RowAvxVnni<R, 8>(op, xa, r0, n);
+    } else if (op.group_size == 32) {
       RowAvxVnni32<R>(op, xa, r0, n);
     } else {
-      RowAvxVnni<R>(op, xa, r0, n);
+      RowAvxVnni<R, 4>(op, xa, r0, n);
     }
   }
 }
@@ -187,7 +210,7 @@ __attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const QuantOper
         alignas(32) int32_t values[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(values), code);
         const int64_t i = b * block + c;  // 8 inputs inside one span's run of 16
-        int8_t* to = codes + (i / 64) * 64 + VnniSpanPosition(i % 64);
+        int8_t* to = codes + VnniCodePosition(op.bits, i);
         for (int i = 0; i < 8; ++i) to[i] = static_cast<int8_t>(values[i]);
       }
     }

@@ -1,4 +1,5 @@
-// 4-bit weights x int8 activations with vpdpbusd (quantized_vnni.h says what it computes).
+// 4- and 8-bit weights x int8 activations with vpdpbusd (quantized_vnni.h says what it
+// computes).
 //
 // Unpacking: 64 inputs of a group are 32 payload bytes, byte j of each 16 holding input j in
 // its low nibble and input j + 16 in its high one (loader/quantized_layout.h). Broadcast to
@@ -79,8 +80,9 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTi
 // Outputs n..n+T-1 of input rows r0..r0+R-1. Per output and row: one 16-lane float sum over
 // the blocks in order, fma(float(block dot), s · d, sum), then the fixed lane sum, plus the
 // offsets' share (group by group) and the bias: the same operations whatever R and T, so the
-// tile shape never changes a bit.
-template <int R, int T>
+// tile shape never changes a bit. Bits 8: a block's 128 codes are its 128 payload bytes, in
+// input order (the activations too), loaded as they are.
+template <int R, int T, int Bits>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void TileVnni(
     const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n) {
   const int64_t in = op.in, groups = op.groups;
@@ -100,6 +102,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
   }
   const int8_t* codes = xa.codes.data() + r0 * in;
   const float* activation_scales = xa.scales.data() + r0 * blocks;
+  const __m512i sign_bits = _mm512_set1_epi8(static_cast<char>(0x80));  // also the byte 128
   const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   const __m512i float_bias_bits = _mm512_set1_epi32(0x4B400000);
@@ -119,6 +122,15 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
       const int64_t b = g * blocks_per_group + bb;
       __m512i w0[T], w1[T];
       _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+        if constexpr (Bits == 8) {
+          const uint8_t* bytes = p[t] + bb * kBlock;
+          _mm_prefetch(reinterpret_cast<const char*>(pa[t] + bb * kBlock), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(pa[t] + bb * kBlock + 64), _MM_HINT_T0);
+          // Signed codes: vpdpbusd's unsigned operand is q + 128 (the sign bit flipped).
+          w0[t] = _mm512_xor_si512(_mm512_loadu_si512(bytes), sign_bits);
+          w1[t] = _mm512_xor_si512(_mm512_loadu_si512(bytes + 64), sign_bits);
+          continue;
+        }
         const uint8_t* bytes = p[t] + bb * (kBlock / 2);
         _mm_prefetch(reinterpret_cast<const char*>(pa[t] + bb * (kBlock / 2)), _MM_HINT_T0);
         w0[t] = _mm512_and_si512(
@@ -142,11 +154,20 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
         // one instruction instead of a product and a broadcast (opaque, so GCC keeps it so).
         __m512 d = _mm512_set1_ps(activation_scales[r * blocks + b]);
         KeepInRegister(d);
+        // 8-bit codes multiply as q + 128: each lane starts 128 times its activations lower,
+        // so it ends at the signed dot product, exactly (once per row, whatever T).
+        __m512i start = float_bias_bits;
+        if constexpr (Bits == 8) {
+          start = _mm512_sub_epi32(
+              start, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), sign_bits, x0),
+                                         sign_bits, x1));
+        }
         _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-          // The block's dot product (|dot| <= 128 · 15 · 127 < 2^22) added to the bits of
-          // 2^23 + 2^22 reads as the float 2^23 + 2^22 + dot: one exact subtraction gives
-          // float(dot) without vcvtdq2ps, which would share the VNNI port.
-          __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w0[t], x0);
+          // The block's dot product (|dot| <= 128 · 15 · 127 for 4-bit codes, 128 · 128 · 127
+          // for 8-bit ones: < 2^22) added to the bits of 2^23 + 2^22 reads as the float
+          // 2^23 + 2^22 + dot: one exact subtraction gives float(dot) without vcvtdq2ps, which
+          // would share the VNNI port.
+          __m512i dot = _mm512_dpbusd_epi32(start, w0[t], x0);
           dot = _mm512_dpbusd_epi32(dot, w1[t], x1);
           const __m512 dot_float = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
           acc[t][r] = _mm512_fmadd_ps(dot_float, _mm512_mul_ps(scale[t], d), acc[t][r]);
@@ -234,8 +255,13 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void ChunkVn
     for (; n < n1; ++n) TileVnni32<R, 1>(op, xa, r0, n);
     return;
   }
-  for (; n + kT <= n1; n += kT) TileVnni<R, kT>(op, xa, r0, n);
-  for (; n < n1; ++n) TileVnni<R, 1>(op, xa, r0, n);
+  if (op.bits == 8) {
+    for (; n + kT <= n1; n += kT) TileVnni<R, kT, 8>(op, xa, r0, n);
+    for (; n < n1; ++n) TileVnni<R, 1, 8>(op, xa, r0, n);
+    return;
+  }
+  for (; n + kT <= n1; n += kT) TileVnni<R, kT, 4>(op, xa, r0, n);
+  for (; n < n1; ++n) TileVnni<R, 1, 4>(op, xa, r0, n);
 }
 
 }  // namespace
@@ -274,6 +300,7 @@ const char* Int8ActivationIsaName(Int8ActivationIsa isa) {
 bool Int8ActivationKernelRuns() { return DetectInt8ActivationIsa() != Int8ActivationIsa::kNone; }
 
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout) {
+  if (layout.bits == 8) return layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
   if (layout.bits != 4) return false;
   if (layout.group_size == 32) return layout.in % 64 == 0;
   return layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
@@ -306,7 +333,7 @@ __attribute__((target("avx512f,avx512bw"))) void QuantizeActivationsAvx512(
         __m512i code = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + c), inverse));
         code = _mm512_max_epi32(_mm512_min_epi32(code, most), least);
         const int64_t i = b * block + c;  // 16 inputs inside one span's run of 16
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + (i / 64) * 64 + VnniSpanPosition(i % 64)),
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + VnniCodePosition(op.bits, i)),
                          _mm512_cvtepi32_epi8(code));
       }
     }

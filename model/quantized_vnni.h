@@ -1,4 +1,4 @@
-// Inside QuantizedLinear under --quantize-activations int8: 4-bit packed weights multiplied
+// Inside QuantizedLinear under --quantize-activations int8: 4- and 8-bit packed weights multiplied
 // with int8 activations by VNNI's vpdpbusd (AVX512-VNNI, or AVX-VNNI's 256-bit form in
 // quantized_avx_vnni.cc with the same bits; unsigned codes x signed activations, four
 // products summed into each int32 lane), as llama.cpp multiplies Q4_0 with Q8_0 and vLLM's
@@ -30,15 +30,16 @@ std::vector<Int8ActivationIsa> RunnableInt8ActivationIsas();  // every one it ru
 const char* Int8ActivationIsaName(Int8ActivationIsa isa);     // "avx512_vnni", "avx_vnni"
 // Whether this CPU runs either.
 bool Int8ActivationKernelRuns();
-// 4-bit weights whose groups are 32 inputs or a multiple of 128, with a multiple of 64 inputs.
+// 4-bit weights whose groups are 32 inputs (a multiple of 64 inputs) or a multiple of 128, and
+// 8-bit weights whose groups are a multiple of 128 (one per output channel included).
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout);
 // The activation block for a layout the kernel applies to: 32 or 128.
 int64_t ActivationBlock(const loader::PackedLayout& layout);
 
 struct Int8Activations {
   int64_t block = 0;
-  // [rows, in] codes; inside each 64 inputs in the order the kernel unpacks the nibbles:
-  // inputs 0-15, 32-47, 16-31, 48-63.
+  // [rows, in] codes; for 4-bit weights inside each 64 inputs in the order the kernel unpacks
+  // the nibbles (inputs 0-15, 32-47, 16-31, 48-63), for 8-bit ones in input order.
   std::vector<int8_t> codes;
   std::vector<float> scales;  // [rows, in / block]
   // op.x_group_sums transposed to [groups, rows]: a tile of 8 rows loads a group's 8 at once.

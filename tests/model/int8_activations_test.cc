@@ -23,8 +23,8 @@ at::Tensor Random(std::vector<int64_t> shape, int seed) {
   return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
 }
 
-at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
-  const loader::PackedLayout layout{4, out, in, group};
+at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed, int bits = 4) {
+  const loader::PackedLayout layout{bits, out, in, group};
   absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(Random({out, in}, seed), layout, "w");
   EXPECT_TRUE(packed.ok()) << packed.status();
   return *packed;
@@ -69,8 +69,8 @@ void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
         for (int64_t b = 0; b < gs / ab; ++b) {
           int64_t dot = 0, dot_abs = 0;
           for (int64_t c = b * ab; c < (b + 1) * ab; ++c) {
-            const uint8_t byte = payload[(c / 32) * 16 + (c % 32) % 16];
-            const int q = (c % 32) < 16 ? (byte & 0xF) : (byte >> 4);
+            const uint8_t byte = layout.bits == 8 ? payload[c] : payload[(c / 32) * 16 + (c % 32) % 16];
+            const int q = layout.bits == 8 ? static_cast<int8_t>(byte) : (c % 32) < 16 ? (byte & 0xF) : (byte >> 4);
             dot += q * codes[g * gs + c];
             dot_abs += std::abs(q * codes[g * gs + c]);
           }
@@ -94,19 +94,19 @@ class Int8ActivationsTest : public ::testing::Test {
 
 TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
   int seed = 40;
-  // Groups of 32 (activation blocks of 32), 128, 256 and one per output channel (384); outputs
-  // that end in 1-3 row tails.
-  for (const auto& [out, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 128, 128}, {7, 256, 128}, {65, 512, 256}, {130, 384, 384}, {3, 64, 32},
-           {67, 320, 32}}) {
-    const at::Tensor packed = Pack(out, in, group, ++seed);
+  // 4-bit groups of 32 (activation blocks of 32), 128, 256 and one per output channel (384);
+  // 8-bit ones of 128, 256 and one per channel; outputs that end in 1-3 row tails.
+  for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+           {1, 128, 128, 4}, {7, 256, 128, 4}, {65, 512, 256, 4}, {130, 384, 384, 4}, {3, 64, 32, 4},
+           {67, 320, 32, 4}, {1, 128, 128, 8}, {7, 256, 256, 8}, {66, 512, 128, 8}, {131, 384, 384, 8}}) {
+    const at::Tensor packed = Pack(out, in, group, ++seed, bits);
     ASSERT_TRUE(Int8ActivationKernelApplies(*loader::PackedLayoutOf(packed)));
     // Tiles of 8 rows (2 weight rows each, their 16 outputs summed as one vector) and every
     // shorter tail.
     for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 16, 21}) {
       for (bool with_bias : {false, true}) {
        for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
-        SCOPED_TRACE(testing::Message() << out << "x" << in << " g" << group << " rows " << rows
+        SCOPED_TRACE(testing::Message() << bits << "-bit " << out << "x" << in << " g" << group << " rows " << rows
                                         << " bias " << with_bias << " " << Int8ActivationIsaName(isa));
         at::Tensor x = Random({rows, in}, ++seed);
         if (rows > 2) x[1].zero_();  // a row of zeros: scale 0, codes 0
@@ -138,9 +138,10 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
   const std::vector<Int8ActivationIsa>& runnable = RunnableInt8ActivationIsas();
   if (runnable.size() < 2) GTEST_SKIP() << "this CPU runs one of AVX512-VNNI and AVX-VNNI";
   int seed = 70;
-  for (const auto& [out, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {5, 128, 128}, {66, 512, 256}, {33, 384, 384}, {9, 192, 32}}) {
-    const at::Tensor packed = Pack(out, in, group, ++seed);
+  for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+           {5, 128, 128, 4}, {66, 512, 256, 4}, {33, 384, 384, 4}, {9, 192, 32, 4},
+           {5, 128, 128, 8}, {33, 384, 384, 8}}) {
+    const at::Tensor packed = Pack(out, in, group, ++seed, bits);
     for (int64_t rows : {1, 3, 8, 13}) {
       for (bool with_bias : {false, true}) {
         at::Tensor x = Random({rows, in}, ++seed);
@@ -149,7 +150,7 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
         const at::Tensor wide = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvx512Vnni);
         const at::Tensor narrow = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvxVnni);
         ASSERT_TRUE(at::equal(wide, narrow))
-            << out << "x" << in << " g" << group << " rows " << rows << " bias " << with_bias
+            << bits << "-bit " << out << "x" << in << " g" << group << " rows " << rows << " bias " << with_bias
             << ": largest difference " << (wide - narrow).abs().max().item<float>();
       }
     }
@@ -158,9 +159,9 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
 
 TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
   // 29 rows: three tiles of 8 rows and a tail of 4 and 1; 301 outputs end in an odd one.
-  for (const auto& [with_bias, group] : std::vector<std::pair<bool, int64_t>>{
-           {true, 128}, {false, 128}, {true, 32}}) {
-    const at::Tensor packed = Pack(301, 512, group, 7);
+  for (const auto& [with_bias, group, bits] : std::vector<std::tuple<bool, int64_t, int>>{
+           {true, 128, 4}, {false, 128, 4}, {true, 32, 4}, {true, 512, 8}, {false, 128, 8}}) {
+    const at::Tensor packed = Pack(301, 512, group, 7, bits);
     const at::Tensor bias = with_bias ? Random({301}, 8) : at::Tensor();
     const at::Tensor batch = Random({29, 512}, 9);
     for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
@@ -173,7 +174,7 @@ TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
       SetComputeThreads(1);
       for (int64_t r = 0; r < 29; ++r) {
         const at::Tensor alone = QuantizedLinearInt8Activations(batch.narrow(0, r, 1), packed, bias, isa);
-        ASSERT_TRUE(at::equal(alone[0], together[r])) << "row " << r << " bias " << with_bias;
+        ASSERT_TRUE(at::equal(alone[0], together[r])) << bits << "-bit row " << r << " bias " << with_bias;
         if (r >= 3) {
           ASSERT_TRUE(at::equal(alone[0], shifted[r - 3])) << "row " << r;
         }
@@ -191,6 +192,8 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
                                                             loader::PackedLayout{4, 64, 256, 64}, "w");
   const at::Tensor int8 = *loader::QuantizeLinearWeight(Random({64, 256}, 13),
                                                         loader::PackedLayout{8, 64, 256, 256}, "w");
+  const at::Tensor int8_g64 = *loader::QuantizeLinearWeight(Random({64, 256}, 17),
+                                                            loader::PackedLayout{8, 64, 256, 64}, "w");
   const at::Tensor x = Random({3, 256}, 14);
   SetInt8Activations(false);
   EXPECT_FALSE(UsesInt8Activations(int4));
@@ -200,14 +203,17 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   EXPECT_TRUE(UsesInt8Activations(int4_g32));
   EXPECT_FALSE(UsesInt8Activations(int4_g64));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4_g32, {}), QuantizedLinearInt8Activations(x, int4_g32, {})));
-  EXPECT_FALSE(UsesInt8Activations(int8));
+  EXPECT_TRUE(UsesInt8Activations(int8));
+  EXPECT_FALSE(UsesInt8Activations(int8_g64));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearInt8Activations(x, int4, {})));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearInt8Activations(x, int8, {})));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int8_g64, {}), QuantizedLinearKernel(x, int8_g64, {}, DetectQuantIsa())));
   // Prompt chunks take it too (beyond the float kernels' rows), so a row never changes path
   // with its batch.
   const at::Tensor chunk = Random({200, 256}, 15);
   EXPECT_TRUE(at::equal(QuantizedLinear(chunk, int4, {}), QuantizedLinearInt8Activations(chunk, int4, {})));
-  EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearKernel(x, int8, {}, DetectQuantIsa())));
   SetInt8Activations(false);
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearKernel(x, int8, {}, DetectQuantIsa())));
 }
 
 }  // namespace
