@@ -37,8 +37,9 @@ struct QuantizeOptions {
   // output channel; int4: groups of 128), so that the head can stay finer than the layers
   // (llama.cpp's Q4_0 keeps its output at Q6_K). Never set without `scheme`.
   QuantScheme lm_head = QuantScheme::kNone;
-  // --quantize-activations int8: 4-bit weights multiply int8 activations (per block of 128
-  // inputs) on AVX512-VNNI or AVX-VNNI CPUs (model/quantized_vnni.h); the packed bytes are the same.
+  // --quantize-activations int8: packed weights multiply int8 activations (per block of 32 or
+  // 128 inputs) on AVX512-VNNI or AVX-VNNI CPUs where model/quantized_vnni.h's kernel applies;
+  // the packed bytes are the same.
   bool int8_activations = false;
 
   bool enabled() const { return scheme != QuantScheme::kNone; }
