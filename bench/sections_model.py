@@ -186,16 +186,18 @@ def decode(raw):
 
 
 # (model, label) pairs bench/run measures against llama.cpp, in the order of the table: the
-# label is the dtype placer serves (the checkpoint's), or int8 / int4 / int4a8 for placerd
+# label is the dtype placer serves (the checkpoint's), or int8 / int8a8 / int4 / int4a8 for placerd
 # --quantize on the unquantized checkpoint (QUANT_FLAGS) against llama.cpp's Q8_0 / Q4_0 of the
 # same weights.
 LLAMA_CPP_CONFIGS = (("small", "F32"), ("small", "BF16"), ("tinyllama", "BF16"),
-                     ("small", "int8"), ("small", "int4"), ("small", "int4a8"),
-                     ("tinyllama", "int8"), ("tinyllama", "int4"), ("tinyllama", "int4a8"))
+                     ("small", "int8"), ("small", "int8a8"), ("small", "int4"), ("small", "int4a8"),
+                     ("tinyllama", "int8"), ("tinyllama", "int8a8"), ("tinyllama", "int4"),
+                     ("tinyllama", "int4a8"))
 LLAMA_CPP_MODEL_WORDS = {"small": "small", "tinyllama": "~1.1B (TinyLlama shape)"}
-LLAMA_CPP_QUANT_PEERS = {"int8": "Q8_0", "int4": "Q4_0", "int4a8": "Q4_0"}
+LLAMA_CPP_QUANT_PEERS = {"int8": "Q8_0", "int8a8": "Q8_0", "int4": "Q4_0", "int4a8": "Q4_0"}
 # placerd's flags per quantized label, as bench/run passes them.
 QUANT_FLAGS = {"int8": "--quantize int8 --quantize-lm-head int8",
+               "int8a8": "--quantize int8 --quantize-lm-head int8 --quantize-activations int8",
                "int4": "--quantize int4 --quantize-lm-head int8",
                "int4a8": "--quantize int4 --quantize-lm-head int8 --quantize-activations int8"}
 # Issue 20's goals for the quantized rows; the unquantized ones want ≥ 1.0 both ways (issue 9).
@@ -233,7 +235,7 @@ def llama_cpp_rows(raw, prompt, results):
             peer_words = f"llama.cpp {peer_type}"
             prefill_goal = QUANT_PREFILL_GOAL
             note = (f"llama-quantize defaults: its token_embd is {peer_type} and its output "
-                    f"{'Q8_0' if label == 'int8' else 'Q6_K'}; placer's lm_head is int8 (one "
+                    f"{'Q8_0' if label.startswith('int8') else 'Q6_K'}; placer's lm_head is int8 (one "
                     f"scale per output), its embeddings {'F32' if model == 'small' else 'BF16'}")
         else:
             what = "placer gRPC vs llama.cpp"
