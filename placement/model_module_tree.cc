@@ -74,9 +74,16 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     if (quantized_parts.count(name) > 0) continue;
     const auto slot = slots.find(name);
     if (slot == slots.end() || !slot->second->present) {
+      // A quantized part ("...up_proj.qweight") of a linear the config says is left unquantized.
+      const std::string module = name.substr(0, name.rfind('.'));
+      const bool left_float = prequantized && slots.count(module + ".weight") > 0 &&
+                              prequantized->unquantized.Covers(module);
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint holds tensor '", name, "' that ",
-          loader::ArchitectureName(config.architecture), " as config.json describes it has not"));
+          loader::ArchitectureName(config.architecture), " as config.json describes it has not",
+          left_float ? absl::StrCat(": its quantization_config leaves ", module, " unquantized (",
+                                    prequantized->unquantized.description(), ")")
+                     : ""));
     }
     if (!by_name.emplace(name, &tensor).second) {
       return absl::InvalidArgumentError(absl::StrCat(

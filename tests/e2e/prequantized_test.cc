@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -137,6 +138,24 @@ TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
   EXPECT_NE(json.at("quantize").at("checkpoint").get<std::string>().find(GetParam().description),
             std::string::npos)
       << plan.output;
+  if (!GetParam().float_field.empty()) {
+    // A config that leaves one more linear unquantized than the tensors do: the plan says which
+    // field made it so.
+    const std::string config_path = model() + "/config.json";
+    std::ifstream in(config_path);
+    nlohmann::json config = nlohmann::json::parse(in);
+    in.close();
+    nlohmann::json& field =
+        config["quantization_config"][GetParam().float_field.substr(GetParam().float_field.rfind('.') + 1)];
+    field.push_back("model.layers.0.mlp.up_proj");
+    std::ofstream(config_path) << config.dump();
+    const CommandResult mismatched = RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model()));
+    EXPECT_NE(mismatched.exit_code, 0);
+    EXPECT_NE(mismatched.output.find("leaves model.layers.0.mlp.up_proj unquantized (" +
+                                     GetParam().float_field),
+              std::string::npos)
+        << mismatched.output;
+  }
   const CommandResult refused =
       RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model(), " --quantize int8"));
   EXPECT_NE(refused.exit_code, 0);
