@@ -72,14 +72,20 @@ absl::StatusOr<PrequantizedFormat> ParseGptq(const json& config, const Where& wh
   }
   PLACER_RETURN_IF_ERROR(RequireFalse(config, where, "lm_head",
                                       "a quantized lm_head is not supported"));
-  for (const char* key : {"modules_in_block_to_quantize", "dynamic"}) {
-    PLACER_ASSIGN_OR_RETURN(const json* value, FindJsonField(config, where.at(), key));
-    if (value == nullptr) continue;
-    const std::string path = JoinJsonPath(where.path, key);
+  // optimum's list of the linears it quantized, and GPTQModel's "-:" regexes of those it skipped.
+  PLACER_ASSIGN_OR_RETURN(const json* quantized,
+                          FindJsonField(config, where.at(), "modules_in_block_to_quantize"));
+  if (quantized != nullptr) {
+    const std::string path = JoinJsonPath(where.path, "modules_in_block_to_quantize");
     PLACER_ASSIGN_OR_RETURN(UnquantizedModules modules,
-                            std::string(key) == "dynamic"
-                                ? UnquantizedModules::FromGptqDynamic(*value, {where.file, path})
-                                : UnquantizedModules::FromGptqBlockModules(*value, {where.file, path}));
+                            UnquantizedModules::FromGptqBlockModules(*quantized, {where.file, path}));
+    format.unquantized.Add(std::move(modules));
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* dynamic, FindJsonField(config, where.at(), "dynamic"));
+  if (dynamic != nullptr) {
+    const std::string path = JoinJsonPath(where.path, "dynamic");
+    PLACER_ASSIGN_OR_RETURN(UnquantizedModules modules,
+                            UnquantizedModules::FromGptqDynamic(*dynamic, {where.file, path}));
     format.unquantized.Add(std::move(modules));
   }
   return format;

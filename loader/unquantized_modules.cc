@@ -19,14 +19,19 @@ std::string Describe(absl::string_view field, const json& value) {
   return absl::StrCat(field, " ", text);
 }
 
-// Every element of `value` (an array) as a string, or an error naming the element.
+absl::StatusOr<std::string> ModuleName(const json& value, JsonWhere where) {
+  PLACER_ASSIGN_OR_RETURN(std::string name, JsonAsString(value, where));
+  if (name.empty()) return JsonError(where, "an empty module name");
+  return name;
+}
+
+// Every element of `value` (an array) as a module name, or an error naming the element.
 absl::StatusOr<std::vector<std::string>> Strings(const json& value, JsonWhere where) {
   if (!value.is_array()) return JsonError(where, "must be a list of module names");
   std::vector<std::string> out;
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string path = IndexJsonPath(where.path, i);
-    PLACER_ASSIGN_OR_RETURN(std::string name, JsonAsString(value[i], {where.file, path}));
-    if (name.empty()) return JsonError({where.file, path}, "an empty module name");
+    PLACER_ASSIGN_OR_RETURN(std::string name, ModuleName(value[i], {where.file, path}));
     out.push_back(std::move(name));
   }
   return out;
@@ -65,8 +70,8 @@ absl::StatusOr<UnquantizedModules> UnquantizedModules::FromGptqBlockModules(cons
     const std::string path = IndexJsonPath(where.path, i);
     // optimum flattens the inner lists; a flat list of names means the same.
     if (value[i].is_string()) {
-      PLACER_ASSIGN_OR_RETURN(std::vector<std::string> one, Strings(json::array({value[i]}), {where.file, path}));
-      out.quantized_suffixes_.push_back(one[0]);
+      PLACER_ASSIGN_OR_RETURN(std::string name, ModuleName(value[i], {where.file, path}));
+      out.quantized_suffixes_.push_back(std::move(name));
       continue;
     }
     PLACER_ASSIGN_OR_RETURN(std::vector<std::string> names, Strings(value[i], {where.file, path}));
