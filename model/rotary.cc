@@ -39,36 +39,44 @@ at::Tensor RotateHalf(const at::Tensor& x) {
   return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-// x [T, heads, d] float32 on the CPU rotated in one pass: x * cos + rotate_half(x) * sin with
-// cos and sin [T, d / 2] (each frequency serves both halves of the head, as transformers'
-// cat((freqs, freqs)) does). The products and the sum round as ATen's three operations do.
-at::Tensor RotateFloatRows(const at::Tensor& x, const std::vector<float>& cos,
-                           const std::vector<float>& sin) {
+// x [T, heads, d] float32 or BF16 on the CPU rotated in one pass: x * cos + rotate_half(x) * sin
+// with cos and sin [T, d / 2] (each frequency serves both halves of the head, as transformers'
+// cat((freqs, freqs)) does). The products and the sum round as ATen's three operations do: in
+// BF16, cos and sin rounded to BF16 first (transformers casts them to the activations' dtype)
+// and each product and the sum rounded to BF16.
+template <typename T>
+at::Tensor RotateRows(const at::Tensor& x, const std::vector<float>& cos,
+                      const std::vector<float>& sin) {
   const at::Tensor in = x.contiguous();
   at::Tensor out = at::empty_like(in);
   const int64_t rows = in.size(0), heads = in.size(1), half = in.size(2) / 2;
-  const float* src = in.data_ptr<float>();
-  float* dst = out.data_ptr<float>();
+  const T* src = in.data_ptr<T>();
+  T* dst = out.data_ptr<T>();
+  // Rounds to T: nothing for float32, BF16's round-to-nearest-even for BF16.
+  const auto round = [](float v) { return static_cast<float>(T(v)); };
   for (int64_t t = 0; t < rows; ++t) {
     const float* c = cos.data() + t * half;
     const float* s = sin.data() + t * half;
     for (int64_t h = 0; h < heads; ++h) {
-      const float* xr = src + (t * heads + h) * 2 * half;
-      float* yr = dst + (t * heads + h) * 2 * half;
+      const T* xr = src + (t * heads + h) * 2 * half;
+      T* yr = dst + (t * heads + h) * 2 * half;
       for (int64_t i = 0; i < half; ++i) {
-        const float first = xr[i] * c[i], second = xr[i + half] * c[i];
-        const float first_rotated = xr[i + half] * s[i], second_rotated = xr[i] * s[i];
-        yr[i] = first - first_rotated;
-        yr[i + half] = second + second_rotated;
+        const float ci = round(c[i]), si = round(s[i]);
+        const float x1 = static_cast<float>(xr[i]), x2 = static_cast<float>(xr[i + half]);
+        const float first = round(x1 * ci), second = round(x2 * ci);
+        const float first_rotated = round(x2 * si), second_rotated = round(x1 * si);
+        yr[i] = T(first - first_rotated);
+        yr[i + half] = T(second + second_rotated);
       }
     }
   }
   return out;
 }
 
-bool FloatRowsOnCpu(const at::Tensor& x) {
-  return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.layout() == at::kStrided &&
-         x.dim() == 3 && x.size(2) % 2 == 0;
+bool RowsOnCpu(const at::Tensor& x) {
+  return x.device().is_cpu() &&
+         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16) &&
+         x.layout() == at::kStrided && x.dim() == 3 && x.size(2) % 2 == 0;
 }
 
 }  // namespace
@@ -113,8 +121,8 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::Apply(const at::Tensor& q, co
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
     const at::Tensor& q, const at::Tensor& k, const std::vector<int64_t>& positions) const {
   const int64_t half = head_dim_ / 2;
-  if (FloatRowsOnCpu(q) && FloatRowsOnCpu(k) && q.size(2) == head_dim_ && k.size(2) == head_dim_ &&
-      base_inverse_frequencies_.numel() == half) {
+  if (RowsOnCpu(q) && RowsOnCpu(k) && q.scalar_type() == k.scalar_type() &&
+      q.size(2) == head_dim_ && k.size(2) == head_dim_ && base_inverse_frequencies_.numel() == half) {
     // A decode step's rows: the ~20 ATen operations below cost more than the arithmetic.
     const at::Tensor frequencies = base_inverse_frequencies_.to(at::kFloat).contiguous();
     const float* inverse = frequencies.data_ptr<float>();
@@ -128,7 +136,10 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
         sin[t * half + i] = std::sin(angle);
       }
     }
-    return {RotateFloatRows(q, cos, sin), RotateFloatRows(k, cos, sin)};
+    if (q.scalar_type() == at::kBFloat16) {
+      return {RotateRows<c10::BFloat16>(q, cos, sin), RotateRows<c10::BFloat16>(k, cos, sin)};
+    }
+    return {RotateRows<float>(q, cos, sin), RotateRows<float>(k, cos, sin)};
   }
   const at::Tensor rows = at::tensor(positions, at::kLong).to(at::kFloat);
   const at::Tensor frequencies = at::outer(rows, base_inverse_frequencies_);

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace placer::model {
 namespace {
 
@@ -109,15 +112,73 @@ TEST(RmsNormFloat, ARowIsTheSameAloneAndInAnyBatch) {
   }
 }
 
-TEST(RmsNormFloat, OtherDtypesKeepTransformersArithmetic) {
-  // BF16 activations and weight: float32 statistics, then the weight multiply in BF16.
-  at::manual_seed(5);
-  const at::Tensor x = at::randn({3, 64}).to(at::kBFloat16);
-  const at::Tensor w = at::randn({64}).to(at::kBFloat16);
+// transformers' module on BF16 activations and weight, as ATen computes it: float32 statistics,
+// the normalised row rounded to BF16, then the weight multiply in BF16.
+at::Tensor AtenBf16RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
   const at::Tensor x32 = x.to(at::kFloat);
-  const at::Tensor want =
-      w * (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(at::kBFloat16);
-  EXPECT_TRUE(at::equal(RmsNorm(x, w, 1e-6), want));
+  return w * (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + eps)).to(at::kBFloat16);
+}
+
+TEST(RmsNormBf16, RoundsAsTransformersModuleForEveryWidthAndShape) {
+  at::manual_seed(5);
+  for (int64_t width : {1, 7, 16, 17, 64, 768, 2051}) {
+    for (int64_t rows : {1, 3, 40}) {
+      const at::Tensor x = (at::randn({rows, width}) * 3).to(at::kBFloat16);
+      const at::Tensor w = at::randn({width}).to(at::kBFloat16);
+      const at::Tensor y = RmsNorm(x, w, 1e-6);
+      ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+      ASSERT_EQ(y.sizes(), x.sizes());
+      // Against float64: two BF16 roundings (the normalised row, the product), 2^-8 each.
+      const at::Tensor exact = ReferenceRmsNorm(x, w, 1e-6);
+      const double worst =
+          ((y.to(at::kDouble) - exact).abs() / (exact.abs() + 1e-30)).max().item<double>();
+      EXPECT_LT(worst, 2 * std::ldexp(1.0, -8) + 1e-6) << width << " x " << rows;
+      // Against ATen's BF16 arithmetic: the mean of squares is summed in another order, which
+      // can move a float32 rounding of the scale and so, rarely, the normalised value by one
+      // BF16 step and the product after it by up to two (2^-6 relative at most); everything
+      // else is the same bits.
+      const at::Tensor aten = AtenBf16RmsNorm(x, w, 1e-6);
+      const at::Tensor differs = y.ne(aten);
+      EXPECT_LE(differs.sum().item<int64_t>(), std::max<int64_t>(1, x.numel() / 50))
+          << width << " x " << rows;
+      const double step =
+          ((y.to(at::kDouble) - aten.to(at::kDouble)).abs() / (aten.to(at::kDouble).abs() + 1e-30))
+              .max().item<double>();
+      EXPECT_LE(step, std::ldexp(1.0, -6)) << width << " x " << rows;
+    }
+  }
+  // Leading dimensions and a strided input keep their shape and values.
+  const at::Tensor w = at::randn({24}).to(at::kBFloat16);
+  const at::Tensor x = at::randn({2, 3, 24}).to(at::kBFloat16);
+  EXPECT_TRUE(at::allclose(RmsNorm(x, w, 1e-5).to(at::kFloat),
+                           AtenBf16RmsNorm(x, w, 1e-5).to(at::kFloat), 1e-2, 1e-2));
+  const at::Tensor strided = at::randn({24, 4}).t().to(at::kBFloat16);
+  EXPECT_TRUE(at::allclose(RmsNorm(strided, w, 1e-5).to(at::kFloat),
+                           AtenBf16RmsNorm(strided, w, 1e-5).to(at::kFloat), 1e-2, 1e-2));
+  EXPECT_TRUE(at::equal(RmsNorm(at::zeros({1, 24}, at::kBFloat16), w, 1e-5),
+                        at::zeros({1, 24}, at::kBFloat16)));
+}
+
+TEST(RmsNormBf16, ARowIsTheSameAloneAndInAnyBatch) {
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({9, 2048}).to(at::kBFloat16);
+  const at::Tensor w = at::randn({2048}).to(at::kBFloat16);
+  const at::Tensor batch = RmsNorm(x, w, 1e-6);
+  for (int64_t r = 0; r < 9; ++r) {
+    EXPECT_TRUE(at::equal(RmsNorm(x.slice(0, r, r + 1), w, 1e-6)[0], batch[r])) << r;
+  }
+}
+
+TEST(RmsNormMixedDtypes, KeepATensPromotion) {
+  // BF16 activations with a float32 weight: the product promotes to float32, as in PyTorch.
+  at::manual_seed(7);
+  const at::Tensor x = at::randn({3, 64}).to(at::kBFloat16);
+  const at::Tensor w = at::randn({64});
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor want = w * (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(at::kBFloat16);
+  const at::Tensor y = RmsNorm(x, w, 1e-6);
+  EXPECT_EQ(y.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(y, want));
 }
 
 }  // namespace
