@@ -52,7 +52,7 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
       bf16.push_back((at::randn({out, in}) * 0.02).to(at::kBFloat16));
     }
   }
-  const std::vector<Scheme> schemes = {{"int8", 8, 0}, {"int4_g32", 4, 32}, {"int4_g128", 4, 128}};
+  const std::vector<Scheme> schemes = {{"int8", 8, 0}, {"int4_g32", 4, 32}, {"int4_g64", 4, 64}, {"int4_g128", 4, 128}};
   std::vector<std::vector<at::Tensor>> packed(schemes.size());
   nlohmann::json bytes = {{"bf16", 0}};
   for (const at::Tensor& w : bf16) bytes["bf16"] = bytes["bf16"].get<int64_t>() + w.nbytes();

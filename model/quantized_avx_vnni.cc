@@ -16,7 +16,7 @@ namespace {
 
 using loader::kPackedBlockHeaderBytes;
 
-constexpr int64_t kBlock = 128;  // activation block, as quantized_vnni.cc's
+constexpr int64_t kBlock = 128;  // activation block, as quantized_vnni.cc's (64 for 4-bit groups of 64)
 
 // _mm512_reduce_add_ps of the vector whose lanes 0-7 are `low` and 8-15 `high`: halves added,
 // then 128-bit halves, then lanes i + i+2, then the two left.
@@ -46,14 +46,15 @@ __attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
   }
 }
 
-// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1, Bits>'s operations, lane for lane.
-template <int R, int Bits>
+// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1, Bits, Block>'s operations, lane for lane.
+template <int R, int Bits, int Block = kBlock>
 __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands& op,
                                                             const Int8Activations& xa,
                                                             int64_t r0, int64_t n) {
   const int64_t in = op.in, groups = op.groups;
-  const int64_t blocks_per_group = op.group_size / kBlock;
-  const int64_t blocks = in / kBlock;
+  constexpr bool kTwoSpans = Block == 128;  // else one span of 4-bit codes (groups of 64)
+  const int64_t blocks_per_group = op.group_size / Block;
+  const int64_t blocks = in / Block;
   __m256 low[R], high[R];
   for (int r = 0; r < R; ++r) low[r] = high[r] = _mm256_setzero_ps();
   const uint8_t* row = op.w + n * groups * op.block_bytes;
@@ -70,7 +71,7 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
     const uint8_t* p = block + kPackedBlockHeaderBytes;
     for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
       const int64_t b = g * blocks_per_group + bb;
-      const int64_t block_payload = kBlock * Bits / 8;
+      const int64_t block_payload = Block * Bits / 8;
       const uint8_t* bytes = p + bb * block_payload;
       const uint8_t* ahead = next + g * op.block_bytes + kPackedBlockHeaderBytes + bb * block_payload;
       __m256i w0_low, w0_high, w1_low, w1_high;
@@ -88,19 +89,24 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
         // the next 32 bytes' likewise.
         _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
         const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
-        const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32));
         w0_low = _mm256_and_si256(raw0, low_nibbles);
         w0_high = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low_nibbles);
-        w1_low = _mm256_and_si256(raw1, low_nibbles);
-        w1_high = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low_nibbles);
+        w1_low = w1_high = _mm256_setzero_si256();
+        if constexpr (kTwoSpans) {
+          const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32));
+          w1_low = _mm256_and_si256(raw1, low_nibbles);
+          w1_high = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low_nibbles);
+        }
       }
       for (int r = 0; r < R; ++r) {
-        const int8_t* x = codes + r * in + b * kBlock;
+        const int8_t* x = codes + r * in + b * Block;
         const __m256 sd = _mm256_mul_ps(scale, _mm256_set1_ps(activation_scales[r * blocks + b]));
         const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64));
         const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
-        const __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96));
+        const __m256i x1 = kTwoSpans ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64))
+                                     : _mm256_setzero_si256();
+        const __m256i x3 = kTwoSpans ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96))
+                                     : _mm256_setzero_si256();
         __m256i start_low = float_bias_bits, start_high = float_bias_bits;
         if constexpr (Bits == 8) {  // as the AVX-512 kernel: q + 128, less 128 times a
           const __m256i zero = _mm256_setzero_si256();
@@ -110,9 +116,11 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
                                                         _mm256_dpbusd_avx_epi32(zero, sign_bits, x2), sign_bits, x3));
         }
         __m256i dot_low = _mm256_dpbusd_avx_epi32(start_low, w0_low, x0);
-        dot_low = _mm256_dpbusd_avx_epi32(dot_low, w1_low, x1);
         __m256i dot_high = _mm256_dpbusd_avx_epi32(start_high, w0_high, x2);
-        dot_high = _mm256_dpbusd_avx_epi32(dot_high, w1_high, x3);
+        if constexpr (kTwoSpans) {
+          dot_low = _mm256_dpbusd_avx_epi32(dot_low, w1_low, x1);
+          dot_high = _mm256_dpbusd_avx_epi32(dot_high, w1_high, x3);
+        }
         low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
         high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
       }
@@ -175,6 +183,8 @@ void ChunkAvxVnni(const QuantOperands& op, const Int8Activations& xa, int64_t r0
       RowAvxVnni<R, 8>(op, xa, r0, n);
     } else if (op.group_size == 32) {
       RowAvxVnni32<R>(op, xa, r0, n);
+    } else if (op.group_size == 64) {
+      RowAvxVnni<R, 4, 64>(op, xa, r0, n);
     } else {
       RowAvxVnni<R, 4>(op, xa, r0, n);
     }

@@ -28,7 +28,7 @@ namespace {
 
 using loader::kPackedBlockHeaderBytes;
 
-constexpr int64_t kBlock = 128;      // activation block (within one weight group)
+constexpr int64_t kBlock = 128;      // activation block (within one weight group; 64 for 4-bit groups of 64)
 constexpr int64_t kTilesAhead = 4;   // weight rows prefetched this many tiles ahead
 
 inline float OffsetAt(const QuantOperands& op, const uint8_t* row, int64_t g) {
@@ -81,13 +81,16 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTi
 // the blocks in order, fma(float(block dot), s · d, sum), then the fixed lane sum, plus the
 // offsets' share (group by group) and the bias: the same operations whatever R and T, so the
 // tile shape never changes a bit. Bits 8: a block's 128 codes are its 128 payload bytes, in
-// input order (the activations too), loaded as they are.
-template <int R, int T, int Bits>
+// input order (the activations too), loaded as they are. Block: the activation block, 128
+// inputs (two 64-input spans) or, for 4-bit groups of 64, one span.
+template <int R, int T, int Bits, int Block = kBlock>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void TileVnni(
     const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n) {
   const int64_t in = op.in, groups = op.groups;
-  const int64_t blocks_per_group = op.group_size / kBlock;
-  const int64_t blocks = in / kBlock;
+  static_assert(Block == kBlock || (Block == 64 && Bits == 4), "one or two spans of 4-bit codes");
+  constexpr bool kTwoSpans = Block == 128;
+  const int64_t blocks_per_group = op.group_size / Block;
+  const int64_t blocks = in / Block;
   __m512 acc[T][R];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
@@ -131,13 +134,14 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
           w1[t] = _mm512_xor_si512(_mm512_loadu_si512(bytes + 64), sign_bits);
           continue;
         }
-        const uint8_t* bytes = p[t] + bb * (kBlock / 2);
-        _mm_prefetch(reinterpret_cast<const char*>(pa[t] + bb * (kBlock / 2)), _MM_HINT_T0);
+        const uint8_t* bytes = p[t] + bb * (Block / 2);
+        _mm_prefetch(reinterpret_cast<const char*>(pa[t] + bb * (Block / 2)), _MM_HINT_T0);
         w0[t] = _mm512_and_si512(
             _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
                                   reinterpret_cast<const __m256i*>(bytes))),
                               shifts),
             low_nibbles);
+        if constexpr (!kTwoSpans) continue;
         w1[t] = _mm512_and_si512(
             _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
                                   reinterpret_cast<const __m256i*>(bytes + 32))),
@@ -145,11 +149,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
             low_nibbles);
       }
       _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-        const int8_t* x = codes + r * in + b * kBlock;
+        const int8_t* x = codes + r * in + b * Block;
         __m512i x0 = _mm512_loadu_si512(x);
-        __m512i x1 = _mm512_loadu_si512(x + 64);
+        __m512i x1 = kTwoSpans ? _mm512_loadu_si512(x + 64) : _mm512_setzero_si512();
         KeepInRegister(x0);  // loaded once for the tile's T weight rows (keep_in_register.h)
-        KeepInRegister(x1);
+        if constexpr (kTwoSpans) KeepInRegister(x1);
         // s · d as one vector product per weight row: the same float as the scalar product,
         // one instruction instead of a product and a broadcast (opaque, so GCC keeps it so).
         __m512 d = _mm512_set1_ps(activation_scales[r * blocks + b]);
@@ -168,7 +172,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
           // 2^23 + 2^22 + dot: one exact subtraction gives float(dot) without vcvtdq2ps, which
           // would share the VNNI port.
           __m512i dot = _mm512_dpbusd_epi32(start, w0[t], x0);
-          dot = _mm512_dpbusd_epi32(dot, w1[t], x1);
+          if constexpr (kTwoSpans) dot = _mm512_dpbusd_epi32(dot, w1[t], x1);
           const __m512 dot_float = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
           acc[t][r] = _mm512_fmadd_ps(dot_float, _mm512_mul_ps(scale[t], d), acc[t][r]);
         }
@@ -260,6 +264,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void ChunkVn
     for (; n < n1; ++n) TileVnni<R, 1, 8>(op, xa, r0, n);
     return;
   }
+  if (op.group_size == 64) {
+    for (; n + kT <= n1; n += kT) TileVnni<R, kT, 4, 64>(op, xa, r0, n);
+    for (; n < n1; ++n) TileVnni<R, 1, 4, 64>(op, xa, r0, n);
+    return;
+  }
   for (; n + kT <= n1; n += kT) TileVnni<R, kT, 4>(op, xa, r0, n);
   for (; n < n1; ++n) TileVnni<R, 1, 4>(op, xa, r0, n);
 }
@@ -302,12 +311,13 @@ bool Int8ActivationKernelRuns() { return DetectInt8ActivationIsa() != Int8Activa
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout) {
   if (layout.bits == 8) return layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
   if (layout.bits != 4) return false;
-  if (layout.group_size == 32) return layout.in % 64 == 0;
+  if (layout.group_size == 32 || layout.group_size == 64) return layout.in % 64 == 0;
   return layout.group_size % kBlock == 0 && layout.in % kBlock == 0;
 }
 
 int64_t ActivationBlock(const loader::PackedLayout& layout) {
-  return layout.group_size == 32 ? 32 : kBlock;
+  if (layout.bits == 4 && (layout.group_size == 32 || layout.group_size == 64)) return layout.group_size;
+  return kBlock;
 }
 
 namespace {

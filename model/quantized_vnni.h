@@ -4,8 +4,8 @@
 // products summed into each int32 lane), as llama.cpp multiplies Q4_0 with Q8_0 and vLLM's
 // CPU W8A8 kernels quantize activations per token.
 //
-// Each input row is quantized per block of kActivationBlock inputs (32 for weights in groups
-// of 32, else 128, always inside one weight group): scale d = max|x| / 127, codes
+// Each input row is quantized per block of ActivationBlock inputs (32 or 64 for 4-bit weights
+// in groups of 32 or 64, else 128, always inside one weight group): scale d = max|x| / 127, codes
 // round-to-nearest-even(x / d) in [-127, 127]. A weight group g of row n then contributes
 //   s_g · d_b · (sum of q · code over the block, exact in int32)  +  m_g · (sum of x over g)
 // per block b, the offsets' share from the float group sums (exact). Every output is summed
@@ -30,10 +30,10 @@ std::vector<Int8ActivationIsa> RunnableInt8ActivationIsas();  // every one it ru
 const char* Int8ActivationIsaName(Int8ActivationIsa isa);     // "avx512_vnni", "avx_vnni"
 // Whether this CPU runs either.
 bool Int8ActivationKernelRuns();
-// 4-bit weights whose groups are 32 inputs (a multiple of 64 inputs) or a multiple of 128, and
+// 4-bit weights whose groups are 32 or 64 inputs (a multiple of 64 inputs) or a multiple of 128, and
 // 8-bit weights whose groups are a multiple of 128 (one per output channel included).
 bool Int8ActivationKernelApplies(const loader::PackedLayout& layout);
-// The activation block for a layout the kernel applies to: 32 or 128.
+// The activation block for a layout the kernel applies to: 32, 64 or 128.
 int64_t ActivationBlock(const loader::PackedLayout& layout);
 
 struct Int8Activations {
@@ -46,7 +46,7 @@ struct Int8Activations {
   std::vector<float> group_sums_by_group;
 };
 
-// Quantizes the rows of op.x in blocks of `block` inputs (a multiple of 64) and keeps their
+// Quantizes the rows of op.x in blocks of `block` inputs (32, 64 or 128) and keeps their
 // group sums by group: the same codes on both ISAs. Requires `isa` to run here.
 void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations* out,
                          Int8ActivationIsa isa = DetectInt8ActivationIsa());

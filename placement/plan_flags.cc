@@ -53,9 +53,9 @@ void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->group(group);
   app.add_option("--quantize-activations", options.quantize_activations,
-                 "int8: 4-bit weights (groups of 32 or a multiple of 128) and 8-bit ones (per "
+                 "int8: 4-bit weights (groups of 32, 64 or a multiple of 128) and 8-bit ones (per "
                  "channel or groups of a multiple of 128), from --quantize or the checkpoint, "
-                 "multiply activations quantized to int8 per 32 or 128 inputs, with AVX512-VNNI or "
+                 "multiply activations quantized to int8 per 32, 64 or 128 inputs, with AVX512-VNNI or "
                  "AVX-VNNI, as llama.cpp's Q4_0 and Q8_0 do; faster, not exact (off: the logits of "
                  "the dequantized weights)")
       ->check(CLI::IsMember({"none", "int8"}))

@@ -102,14 +102,14 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
       plan.sizing.quantize.int8_activations ? Int8ActivationWeights(*checkpoint, plan.sizing.quantize) : 0;
   if (plan.sizing.quantize.int8_activations && int8_activation_weights == 0) {
     spdlog::warn("--quantize-activations int8: no weight of this model takes int8 activations "
-                 "(only 4-bit weights in groups of 32 or a multiple of 128 and 8-bit weights in "
+                 "(only 4-bit weights in groups of 32, 64 or a multiple of 128 and 8-bit weights in "
                  "groups of a multiple of 128 or one per output channel do: --quantize int4 or int8, "
                  "--quantize-lm-head, or such a checkpoint); activations stay float (exact)");
   } else if (plan.sizing.quantize.int8_activations) {
     if (model::Int8ActivationKernelRuns()) {
-      spdlog::info("--quantize-activations int8: {} packed weights (4-bit in groups of 32 or a "
+      spdlog::info("--quantize-activations int8: {} packed weights (4-bit in groups of 32, 64 or a "
                    "multiple of 128, 8-bit in groups of a multiple of 128) multiply int8 activations "
-                   "(one scale per 32 or 128 inputs, {}); other weights keep float activations",
+                   "(one scale per 32, 64 or 128 inputs, {}); other weights keep float activations",
                    int8_activation_weights,
                    model::Int8ActivationIsaName(model::DetectInt8ActivationIsa()));
     } else {

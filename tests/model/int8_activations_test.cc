@@ -42,7 +42,7 @@ void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& 
   y->assign(static_cast<size_t>(rows * out), 0);
   magnitude->assign(static_cast<size_t>(rows * out), 0);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t ab = gs == 32 ? 32 : 128;  // the activation block
+    const int64_t ab = std::min<int64_t>(gs, 128);  // the activation block: 32, 64 or 128
     std::vector<int> codes(static_cast<size_t>(in));
     std::vector<double> scales(static_cast<size_t>(in / ab));
     for (int64_t b = 0; b < in / ab; ++b) {
@@ -94,11 +94,12 @@ class Int8ActivationsTest : public ::testing::Test {
 
 TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
   int seed = 40;
-  // 4-bit groups of 32 (activation blocks of 32), 128, 256 and one per output channel (384);
-  // 8-bit ones of 128, 256 and one per channel; outputs that end in 1-3 row tails.
+  // 4-bit groups of 32 (activation blocks of 32), 64 (blocks of 64), 128, 256 and one per
+  // output channel (384); 8-bit ones of 128, 256 and one per channel; outputs that end in 1-3
+  // row tails.
   for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
            {1, 128, 128, 4}, {7, 256, 128, 4}, {65, 512, 256, 4}, {130, 384, 384, 4}, {3, 64, 32, 4},
-           {67, 320, 32, 4}, {1, 128, 128, 8}, {7, 256, 256, 8}, {66, 512, 128, 8}, {131, 384, 384, 8}}) {
+           {67, 320, 32, 4}, {1, 64, 64, 4}, {66, 448, 64, 4}, {1, 128, 128, 8}, {7, 256, 256, 8}, {66, 512, 128, 8}, {131, 384, 384, 8}}) {
     const at::Tensor packed = Pack(out, in, group, ++seed, bits);
     ASSERT_TRUE(Int8ActivationKernelApplies(*loader::PackedLayoutOf(packed)));
     // Tiles of 8 rows (2 weight rows each, their 16 outputs summed as one vector) and every
@@ -140,7 +141,7 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
   int seed = 70;
   for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
            {5, 128, 128, 4}, {66, 512, 256, 4}, {33, 384, 384, 4}, {9, 192, 32, 4},
-           {5, 128, 128, 8}, {33, 384, 384, 8}}) {
+           {7, 192, 64, 4}, {5, 128, 128, 8}, {33, 384, 384, 8}}) {
     const at::Tensor packed = Pack(out, in, group, ++seed, bits);
     for (int64_t rows : {1, 3, 8, 13}) {
       for (bool with_bias : {false, true}) {
@@ -160,7 +161,7 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
 TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
   // 29 rows: three tiles of 8 rows and a tail of 4 and 1; 301 outputs end in an odd one.
   for (const auto& [with_bias, group, bits] : std::vector<std::tuple<bool, int64_t, int>>{
-           {true, 128, 4}, {false, 128, 4}, {true, 32, 4}, {true, 512, 8}, {false, 128, 8}}) {
+           {true, 128, 4}, {false, 128, 4}, {true, 32, 4}, {true, 64, 4}, {true, 512, 8}, {false, 128, 8}}) {
     const at::Tensor packed = Pack(301, 512, group, 7, bits);
     const at::Tensor bias = with_bias ? Random({301}, 8) : at::Tensor();
     const at::Tensor batch = Random({29, 512}, 9);
@@ -201,7 +202,8 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   SetInt8Activations(true);
   EXPECT_TRUE(UsesInt8Activations(int4));
   EXPECT_TRUE(UsesInt8Activations(int4_g32));
-  EXPECT_FALSE(UsesInt8Activations(int4_g64));
+  EXPECT_TRUE(UsesInt8Activations(int4_g64));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, int4_g64, {}), QuantizedLinearInt8Activations(x, int4_g64, {})));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4_g32, {}), QuantizedLinearInt8Activations(x, int4_g32, {})));
   EXPECT_TRUE(UsesInt8Activations(int8));
   EXPECT_FALSE(UsesInt8Activations(int8_g64));

@@ -215,7 +215,8 @@ TEST_P(PrequantizedCheckpoint, Int8ActivationsStayNearTheReferenceAndBatchInvari
   } reset;
   ASSERT_TRUE(Int8ActivationsEnabled());
   if (!Int8ActivationKernelApplies(q->layout)) {
-    // 8-bit weights and 4-bit groups of 64 keep float activations: the exact logits.
+    // Weights the kernel does not take (8-bit groups that are not a multiple of 128) keep float
+    // activations: the exact logits.
     auto mode_logits = quantized->Forward(prompt_, true);
     ASSERT_TRUE(mode_logits.ok());
     EXPECT_EQ(float_logits->values, mode_logits->values);
