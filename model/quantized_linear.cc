@@ -130,50 +130,76 @@ float SumInFixedOrder(const float* x, int64_t n) {
   return lanes[0];
 }
 
+// A contiguous float32 tensor's values in place, or a BF16 one's widened into `buffer` by a
+// plain loop (exact); anything else through ATen into `widened`. Decode steps call this for
+// every linear of every layer, where ATen's conversion (a dispatch and a fresh tensor) costs
+// more than the widening itself.
+const float* FloatValues(const at::Tensor& t, std::vector<float>& buffer, at::Tensor& widened) {
+  if (t.is_contiguous() && t.scalar_type() == at::kFloat) return t.data_ptr<float>();
+  if (t.is_contiguous() && t.scalar_type() == at::kBFloat16) {
+    const int64_t n = t.numel();
+    buffer.resize(static_cast<size_t>(n));
+    const c10::BFloat16* values = t.data_ptr<c10::BFloat16>();
+    for (int64_t i = 0; i < n; ++i) buffer[static_cast<size_t>(i)] = static_cast<float>(values[i]);
+    return buffer.data();
+  }
+  widened = t.to(at::kFloat).contiguous();
+  return widened.data_ptr<float>();
+}
+
 // Flattens x to float32 rows, sums each group of every row's inputs (the offsets'
 // share of the product: the same sums for a row alone or in any batch), calls `prepare(op)`
 // once, then runs `outputs(op, n0, n1)` over tasks split at fixed output boundaries, so every
-// output is computed the same way whatever the thread count.
+// output is computed the same way whatever the thread count. BF16 rows get BF16 outputs,
+// rounded to nearest even from the float32 ones (as ATen's conversion rounds).
 template <typename Prepare, typename Outputs>
 at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             const Prepare& prepare, const Outputs& outputs) {
   const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
-  const at::Tensor flat = x.reshape({-1, layout.in}).to(at::kFloat).contiguous();
-  const int64_t rows = flat.size(0);
+  const int64_t rows = x.numel() / layout.in;
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = layout.out;
-  at::Tensor y = at::empty({rows, layout.out}, flat.options());
-  if (rows > 0) {
-    const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-    const int64_t groups = layout.groups();
-    std::vector<float> group_sums(static_cast<size_t>(rows * groups));
-    const float* xs = flat.data_ptr<float>();
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
-        group_sums[static_cast<size_t>(r * groups + g)] =
-            SumInFixedOrder(xs + r * layout.in + g * layout.group_size, layout.group_size);
-      }
+  const bool float_rows = x.scalar_type() == at::kFloat;
+  at::Tensor y = at::empty(shape, x.options().memory_format(at::MemoryFormat::Contiguous));
+  if (rows == 0) return y;
+  // Reused per thread: a decode step's many products would otherwise allocate them each time.
+  thread_local std::vector<float> x_buffer, bias_buffer, y_buffer, group_sums;
+  at::Tensor x_widened, bias_widened;
+  const float* xs = FloatValues(x, x_buffer, x_widened);
+  const float* bias32 = bias.defined() ? FloatValues(bias, bias_buffer, bias_widened) : nullptr;
+  if (!float_rows) y_buffer.resize(static_cast<size_t>(rows * layout.out));
+  float* ys = float_rows ? y.data_ptr<float>() : y_buffer.data();
+  const int64_t groups = layout.groups();
+  group_sums.resize(static_cast<size_t>(rows * groups));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      group_sums[static_cast<size_t>(r * groups + g)] =
+          SumInFixedOrder(xs + r * layout.in + g * layout.group_size, layout.group_size);
     }
-    const QuantOperands op{xs,
-                           group_sums.data(),
-                           static_cast<const uint8_t*>(weight.data_ptr()),
-                           bias32.defined() ? bias32.data_ptr<float>() : nullptr,
-                           y.data_ptr<float>(),
-                           rows,
-                           layout.in,
-                           layout.out,
-                           layout.bits,
-                           layout.group_size,
-                           groups,
-                           layout.block_bytes()};
-    prepare(op);
-    const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
-    const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-      outputs(op, begin * kOutputsPerTask, std::min(layout.out, end * kOutputsPerTask));
-    };
-    if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
   }
-  return y.to(x.scalar_type()).view(shape);
+  const QuantOperands op{xs,
+                         group_sums.data(),
+                         static_cast<const uint8_t*>(weight.data_ptr()),
+                         bias32,
+                         ys,
+                         rows,
+                         layout.in,
+                         layout.out,
+                         layout.bits,
+                         layout.group_size,
+                         groups,
+                         layout.block_bytes()};
+  prepare(op);
+  const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    outputs(op, begin * kOutputsPerTask, std::min(layout.out, end * kOutputsPerTask));
+  };
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  if (!float_rows) {
+    c10::BFloat16* out = y.data_ptr<c10::BFloat16>();
+    for (int64_t i = 0; i < rows * layout.out; ++i) out[i] = c10::BFloat16(ys[i]);
+  }
+  return y;
 }
 
 }  // namespace
