@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "model/small_batch_linear.h"
 #include "model/spinning_workers.h"
@@ -272,14 +273,29 @@ at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
   TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "SmallBatchLinearBf16: unsupported operands");
   const int64_t in = weight.size(1);
   const int64_t out = weight.size(0);
-  auto [flat, y, shape] = RowsOf(x, in, out);
-  const int64_t rows = flat.size(0);
-  if (rows == 0 || out == 0) return y.to(at::kBFloat16).view(shape);
-  const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
+  const at::Tensor flat = x.is_contiguous() ? x : x.contiguous();
+  const int64_t rows = flat.numel() / in;
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = out;
+  at::Tensor y = at::empty(shape, flat.options());
+  if (rows == 0 || out == 0) return y;
+  // The float32 sums and a BF16 bias widened, in buffers reused per thread: decode steps call
+  // this for every projection, where ATen's conversions (a dispatch and a fresh tensor each)
+  // cost more than these loops.
+  thread_local std::vector<float> sums, bias_buffer;
+  sums.resize(static_cast<size_t>(rows * out));
+  const float* bias32 = nullptr;
+  if (bias.defined() && bias.scalar_type() == at::kFloat) {
+    bias32 = bias.data_ptr<float>();
+  } else if (bias.defined()) {
+    bias_buffer.resize(static_cast<size_t>(out));
+    const at::BFloat16* values = bias.data_ptr<at::BFloat16>();
+    for (int64_t n = 0; n < out; ++n) bias_buffer[static_cast<size_t>(n)] = static_cast<float>(values[n]);
+    bias32 = bias_buffer.data();
+  }
   const Bf16Operands op{reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>()),
                         reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()),
-                        bias32.defined() ? bias32.data_ptr<float>() : nullptr,
-                        y.data_ptr<float>(), rows, in, out};
+                        bias32, sums.data(), rows, in, out};
   // Tasks split the outputs at tile boundaries, so every output is computed the same way
   // whatever the thread count.
   const int64_t tasks = (out + kOutputsPerTask - 1) / kOutputsPerTask;
@@ -287,8 +303,10 @@ at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
     WeightRows(isa, op, begin * kOutputsPerTask, std::min(out, end * kOutputsPerTask));
   };
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
-  // One rounding to BF16 (to nearest even, ATen's), after the float32 sum and bias.
-  return y.to(at::kBFloat16).view(shape);
+  // One rounding to BF16 (to nearest even, as ATen's conversion), after the float32 sum and bias.
+  at::BFloat16* values = y.data_ptr<at::BFloat16>();
+  for (int64_t i = 0; i < rows * out; ++i) values[i] = at::BFloat16(sums[static_cast<size_t>(i)]);
+  return y;
 }
 
 }  // namespace placer::model
