@@ -70,8 +70,8 @@ absl::StatusOr<PrequantizedFormat> ParseGptq(const json& config, const Where& wh
                        absl::StrCat("'", checkpoint_format,
                                     "' is not supported (\"gptq\" or \"gptq_v2\")"));
   }
-  PLACER_RETURN_IF_ERROR(RequireFalse(config, where, "lm_head",
-                                      "a quantized lm_head is not supported"));
+  PLACER_ASSIGN_OR_RETURN(format.quantized_lm_head,
+                          ReadBoolField(config, where.at(), "lm_head", false));
   // optimum's list of the linears it quantized, and GPTQModel's "-:" regexes of those it skipped.
   PLACER_ASSIGN_OR_RETURN(const json* quantized,
                           FindJsonField(config, where.at(), "modules_in_block_to_quantize"));
@@ -227,7 +227,8 @@ std::string PrequantizedFormat::Describe() const {
   switch (method) {
     case PrequantizedMethod::kGptq:
       return absl::StrCat("GPTQ ", bits, "-bit (", groups, symmetric ? ", sym" : ", asym",
-                          desc_act ? ", desc_act" : "", zeros_minus_one ? ", v1" : ", v2", ")");
+                          desc_act ? ", desc_act" : "", zeros_minus_one ? ", v1" : ", v2",
+                          quantized_lm_head ? ", lm_head" : "", ")");
     case PrequantizedMethod::kAwq: return absl::StrCat("AWQ GEMM ", bits, "-bit (", groups, ")");
     case PrequantizedMethod::kCompressedPacked:
       return absl::StrCat("compressed-tensors pack-quantized ", bits, "-bit (", groups,

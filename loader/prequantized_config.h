@@ -47,6 +47,9 @@ struct PrequantizedFormat {
   // compressed-tensors int-quantized: int8 activations the checkpoint was calibrated for,
   // which placer leaves in the compute dtype (logged).
   bool dynamic_int8_activations = false;
+  // GPTQ `lm_head: true` (GPTQModel): the untied lm_head is stored quantized like the layers'
+  // linears (lm_head.qweight, ...).
+  bool quantized_lm_head = false;
   std::string source;               // the file the config came from
   UnquantizedModules unquantized;   // decoder-layer linears stored as float weights
 

@@ -72,9 +72,11 @@ absl::StatusOr<QuantizedLinearSource> MatchSlot(const TensorDescription& slot,
   const std::int64_t per_int = 32 / format.bits;
   auto packable = [&](std::int64_t n, const char* what) -> absl::Status {
     if (n % per_int == 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", prefix, ": ", n, " ", what,
-                                                   " do not pack into 32-bit words of ", per_int,
-                                                   " ", format.bits, "-bit codes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", prefix, ": ", n, " ", what, " do not pack into 32-bit words of ", per_int,
+        " ", format.bits, "-bit codes",
+        slot.lm_head ? absl::StrCat(" (", format.source, " quantizes the lm_head: lm_head: true)")
+                     : ""));
   };
   switch (format.method) {
     case PrequantizedMethod::kGptq: {
@@ -151,19 +153,31 @@ absl::StatusOr<PackedLayout> PrequantizedSlotLayout(const TensorDescription& slo
   return layout;
 }
 
+bool StoredQuantized(const BlockDescription& block, const TensorDescription& slot,
+                     const PrequantizedFormat& format) {
+  if (!slot.present) return false;
+  if (slot.lm_head) return format.quantized_lm_head && slot.tied_to.empty();
+  return block.decoder_layer() && slot.linear != LinearWeight::kNone &&
+         !format.unquantized.Covers(ModuleOf(slot.name));
+}
+
 absl::StatusOr<QuantizedLinears> MatchQuantizedLinears(
     const ArchitectureDescription& architecture, const PrequantizedFormat& format,
     const std::function<const StoredTensor*(const std::string&)>& find, absl::string_view where) {
   QuantizedLinears out;
   PartChecker parts(find, where, format);
   for (const BlockDescription& block : architecture.blocks) {
-    if (!block.decoder_layer()) continue;
     for (const TensorDescription& slot : block.tensors) {
-      if (slot.linear == LinearWeight::kNone || !slot.present) continue;
+      if (slot.lm_head && format.quantized_lm_head && !slot.tied_to.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": ", format.source, " says the lm_head is quantized (lm_head: true), but "
+            "config.json ties it to the token embedding (tie_word_embeddings): a quantized "
+            "lm_head needs its own lm_head.* tensors"));
+      }
+      if (!StoredQuantized(block, slot, format)) continue;  // a float tensor
       if (slot.shape.size() != 2 || !absl::EndsWith(slot.name, ".weight")) {
         return absl::InternalError(absl::StrCat("linear slot ", slot.name, " is not a 2-D .weight"));
       }
-      if (format.unquantized.Covers(ModuleOf(slot.name))) continue;  // a float .weight
       parts.set_shape_note(absl::StrCat("[", slot.shape[0], ", ", slot.shape[1], "]"));
       PLACER_ASSIGN_OR_RETURN(QuantizedLinearSource source, MatchSlot(slot, format, parts, where));
       for (const std::string* part : {&source.codes, &source.zeros, &source.scales,

@@ -1,8 +1,8 @@
-// Which checkpoint tensors stand for each decoder-layer linear weight of a pre-quantized
-// checkpoint (loader/prequantized_config.h), checked by name, dtype and shape against what
-// config.json implies, before a byte is read. Torch-free: the loader (Checkpoint::Open) and
-// the planner (placement/model_module_tree.cc) both derive the slots from it; the repacking
-// itself is loader/prequantized_repack.h's.
+// Which checkpoint tensors stand for each decoder-layer linear weight (and the lm_head under
+// GPTQ's `lm_head: true`) of a pre-quantized checkpoint (loader/prequantized_config.h), checked
+// by name, dtype and shape against what config.json implies, before a byte is read.
+// Torch-free: the loader (Checkpoint::Open) and the planner (placement/model_module_tree.cc)
+// both derive the slots from it; the repacking itself is loader/prequantized_repack.h's.
 //
 // For a slot "P.weight" of a linear map with `out` outputs and `in` inputs, `groups` scales per
 // output (1 for per-channel / group_size -1):
@@ -69,6 +69,12 @@ absl::StatusOr<PackedLayout> PrequantizedSlotLayout(const TensorDescription& slo
 inline absl::string_view ModuleOf(absl::string_view slot) {
   return absl::StripSuffix(slot, ".weight");
 }
+
+// Whether `slot` of `block` is stored quantized in a checkpoint of `format`: a decoder-layer
+// linear that format.unquantized does not leave float, or the untied lm_head under GPTQ's
+// `lm_head: true`.
+bool StoredQuantized(const BlockDescription& block, const TensorDescription& slot,
+                     const PrequantizedFormat& format);
 
 // The linears `format` leaves unquantized (format.unquantized) are not sources: they are
 // float `.weight`s, checked like any other tensor.

@@ -35,7 +35,9 @@ class Llama final : public DecoderOnlyModel {
     } else if (layer_of(block) == layers) {
       state.hidden = RmsNorm(state.hidden, w[0], config().norm_eps);
     } else {
-      state.hidden = Linear(state.hidden, w[0]);
+      // A GPTQ lm_head (lm_head: true) may reorder its inputs too (desc_act).
+      InputGather x(input_orders(), block, state.hidden);
+      state.hidden = Linear(x.For(0), w[0]);
     }
   }
 

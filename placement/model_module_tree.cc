@@ -98,8 +98,7 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     for (const loader::TensorDescription& slot : block.tensors) {
       if (!slot.present) continue;
       TensorSpec tensor{slot.name, slot.shape, default_dtype, false, block.row_lookup, std::nullopt};
-      if (prequantized && block.decoder_layer() && slot.linear != loader::LinearWeight::kNone &&
-          !prequantized->unquantized.Covers(loader::ModuleOf(slot.name))) {
+      if (prequantized && loader::StoredQuantized(block, slot, *prequantized)) {
         // Held repacked: planned in the packed bytes, whatever the parts weigh on disk.
         absl::StatusOr<loader::PackedLayout> layout =
             loader::PrequantizedSlotLayout(slot, *prequantized, "checkpoint");

@@ -32,6 +32,8 @@ struct Format {
   // config field that says so.
   std::set<std::string> float_linears = {};
   std::string float_field = "";
+  // GPTQ lm_head: true (the writer's --lm-head): the base's vocabulary packs into 4-bit words.
+  bool lm_head = false;
 };
 void PrintTo(const Format& f, std::ostream* os) { *os << f.name; }
 
@@ -44,7 +46,7 @@ class Prequantized : public ::testing::TestWithParam<Format> {
     const CommandResult made = RunCommand(absl::StrCat(
         PLACER_MAKE_CHECKPOINT_PATH, " --out ", (dir_ / "base").string(),
         " --arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2 --intermediate 256"
-        " --vocab 300 --attention-bias --mlp-bias --seed 41"));
+        " --vocab ", GetParam().lm_head ? 304 : 300, " --attention-bias --mlp-bias --seed 41"));
     ASSERT_EQ(made.exit_code, 0) << made.output;
     const CommandResult written = RunCommand(absl::StrCat(
         "/usr/bin/python3 ", PLACER_SOURCE_DIR, "/tests/model/prequantized_writer.py ",
@@ -134,6 +136,10 @@ TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
     const uint64_t packed = out * (in / group) * (8 + group * GetParam().bits / 8);
     expected = expected - 2 * out * in * 4 + 2 * packed;
   }
+  if (GetParam().lm_head) {
+    const int64_t vocab = 304, in = 128, group = GetParam().group_size;
+    expected = expected - vocab * in * 4 + vocab * (in / group) * (8 + group * GetParam().bits / 8);
+  }
   EXPECT_EQ(CpuWeights(json), expected) << plan.output;
   EXPECT_NE(json.at("quantize").at("checkpoint").get<std::string>().find(GetParam().description),
             std::string::npos)
@@ -177,6 +183,8 @@ INSTANTIATE_TEST_SUITE_P(
                              "ct-pack 4 32 --float-modules=mlp.down_proj,self_attn.o_proj",
                              "compressed-tensors pack-quantized 4-bit (groups of 32, asymmetric)", 4, 32,
                              {"mlp.down_proj", "self_attn.o_proj"}, "quantization_config.ignore"},
+                      Format{"gptq_lm_head", "gptq 4 32 --lm-head",
+                             "GPTQ 4-bit (groups of 32, asym, v1, lm_head)", 4, 32, {}, "", true},
                       Format{"awq_not_converted", "awq 4 64 --float-modules=mlp.gate_proj",
                              "AWQ GEMM 4-bit (groups of 64)", 4, 64, {"mlp.gate_proj"},
                              "quantization_config.modules_to_not_convert"}),

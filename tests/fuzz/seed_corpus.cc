@@ -32,6 +32,11 @@ constexpr const char* kConfigs[] = {
         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
         "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32,
         "sym": false, "desc_act": false, "checkpoint_format": "gptq", "damp_percent": 0.01}})",
+    // GPTQModel's quantized lm_head (untied).
+    R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
+        "tie_word_embeddings": false, "quantization_config": {"quant_method": "gptq", "bits": 4,
+        "group_size": 32, "desc_act": true, "checkpoint_format": "gptq_v2", "lm_head": true}})",
     R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
         "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64,

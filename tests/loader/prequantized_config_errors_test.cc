@@ -27,7 +27,9 @@ TEST_F(PrequantizedErrorsTest, GptqConfigFieldsAreValidated) {
       {"group 96", {[](nlohmann::json& q) { q["group_size"] = 96; }, {"group size 96 does not divide the 128 inputs"}}},
       {"sym type", {[](nlohmann::json& q) { q["sym"] = "yes"; }, {"quantization_config.sym"}}},
       {"format", {[](nlohmann::json& q) { q["checkpoint_format"] = "marlin"; }, {"quantization_config.checkpoint_format", "marlin"}}},
-      {"lm_head", {[](nlohmann::json& q) { q["lm_head"] = true; }, {"quantization_config.lm_head", "lm_head"}}},
+      // GPTQModel's quantized lm_head: this one stores a float lm_head over 300 outputs, which
+      // 4-bit words cannot pack.
+      {"lm_head", {[](nlohmann::json& q) { q["lm_head"] = true; }, {"lm_head: 300 outputs do not pack", "lm_head: true"}}},
       // The config leaves k_proj.. unquantized, the tensors have them quantized.
       {"subset", {[](nlohmann::json& q) { q["modules_in_block_to_quantize"] = nlohmann::json::array({nlohmann::json::array({"self_attn.q_proj"})}); }, {"self_attn.k_proj.weight\" is missing", "unquantized", "quantization_config.modules_in_block_to_quantize [[\"self_attn.q_proj\"]]"}}},
       {"subset type", {[](nlohmann::json& q) { q["modules_in_block_to_quantize"] = nlohmann::json::array({nlohmann::json::array({7})}); }, {"quantization_config.modules_in_block_to_quantize[0][0]"}}},
@@ -49,6 +51,22 @@ TEST_F(PrequantizedErrorsTest, GptqConfigFieldsAreValidated) {
           << "missing \"" << needle << "\" in: " << checkpoint.status().message();
     }
     fs::remove_all(dir);
+  }
+}
+
+TEST_F(PrequantizedErrorsTest, AQuantizedLmHeadMustBeUntied) {
+  // lm_head: true over a model whose lm_head reads the token embedding: nothing to read the
+  // quantized lm_head from, and no float table to quantize silently instead.
+  const std::string dir = Copy("gptq");
+  EditJson(dir + "/config.json", [](nlohmann::json& config) {
+    config["tie_word_embeddings"] = true;
+    config["quantization_config"]["lm_head"] = true;
+  });
+  auto checkpoint = Checkpoint::Open(dir);
+  ASSERT_FALSE(checkpoint.ok());
+  for (const char* needle : {"lm_head: true", "tie_word_embeddings", "config.json"}) {
+    EXPECT_NE(std::string(checkpoint.status().message()).find(needle), std::string::npos)
+        << "missing \"" << needle << "\" in: " << checkpoint.status().message();
   }
 }
 

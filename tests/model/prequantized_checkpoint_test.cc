@@ -37,6 +37,8 @@ struct Case {
   std::string flags;  // --sym, --quantize-config-file, --float-modules=...
   // The linears the checkpoint leaves unquantized (what --float-modules names, spelled out).
   std::set<std::string> float_modules = {};
+  // GPTQ lm_head: true (--lm-head): the base gets a vocabulary GPTQ can pack along its outputs.
+  bool lm_head = false;
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -48,8 +50,8 @@ class PrequantizedCheckpoint : public ::testing::TestWithParam<Case> {
     const std::string base = (dir_ / "base").string();
     ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", base,
                                        " --arch llama --layers 2 --hidden 128 --heads 4 --kv-heads 2"
-                                       " --intermediate 256 --vocab 300 --attention-bias --mlp-bias"
-                                       " --seed 31 > /dev/null")
+                                       " --intermediate 256 --vocab ", GetParam().lm_head ? 304 : 300,
+                                       " --attention-bias --mlp-bias --seed 31 > /dev/null")
                               .c_str()),
               0);
     const Case& c = GetParam();
@@ -153,6 +155,15 @@ TEST_P(PrequantizedCheckpoint, EveryLinearWeightIsRepackedNotReadAsAFloatWeight)
               GetParam().group_size == -1 ? source->layout.in : GetParam().group_size);
   }
   EXPECT_EQ(linear, 14);
+  const loader::QuantizedLinearSource* head = checkpoint_->QuantizedLinear("lm_head.weight");
+  if (GetParam().lm_head) {
+    ASSERT_NE(head, nullptr);
+    EXPECT_EQ(head->layout.out, 304);
+    EXPECT_EQ(head->layout.bits, GetParam().bits);
+    EXPECT_EQ(checkpoint_->Find("lm_head.weight"), nullptr);
+  } else {
+    EXPECT_EQ(head, nullptr);
+  }
 }
 
 TEST_P(PrequantizedCheckpoint, LogitsEqualTheDequantizedReference) {
@@ -343,6 +354,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gptq_v1_int4_g32_float_o_proj", "gptq", 4, 32,
                            "--float-modules=self_attn.o_proj",
                            {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj"}},
+                      Case{"gptq_v1_int4_g32_lm_head", "gptq", 4, 32, "--lm-head", {}, true},
+                      Case{"gptq_v2_int8_g64_act_order_lm_head", "gptq_v2", 8, 64,
+                           "--sym --act-order --lm-head", {}, true},
                       Case{"gptq_v2_int4_g64_dynamic_float", "gptq_v2", 4, 64,
                            "--sym --act-order --float-modules=self_attn.v_proj,model.layers.1.mlp.down_proj",
                            {"model.layers.0.self_attn.v_proj", "model.layers.1.self_attn.v_proj",

@@ -16,6 +16,9 @@ usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_S
   "model.layers.1.mlp.down_proj", said in config the format's way: GPTQ
   modules_in_block_to_quantize (GPTQModel dynamic "-:" regexes with --gptq-dynamic or for full
   names), AWQ modules_to_not_convert, compressed-tensors ignore ("re:" for in-every-layer names).
+  --lm-head (GPTQ): the untied lm_head quantized like the layers' linears (lm_head.qweight, ...)
+  and config "lm_head": true, as GPTQModel's lm_head=True writes it (its outputs, the vocabulary,
+  a multiple of 32 / BITS).
 OUT_DIR gets the quantized checkpoint; REFERENCE_DIR the same model with every linear weight
 replaced by its exact float dequantization (w = (q - z) * s), unquantized, in F32.
 """
@@ -252,6 +255,9 @@ def main(argv):
     if act_order and fmt not in ("gptq", "gptq_v2", "ct-pack"):
         sys.exit("prequantized_writer.py: --act-order is GPTQ's (desc_act) and compressed-tensors "
                  "pack-quantized's (actorder \"group\")")
+    lm_head = "--lm-head" in argv
+    if lm_head and fmt not in ("gptq", "gptq_v2"):
+        sys.exit("prequantized_writer.py: --lm-head is GPTQ's (GPTQModel lm_head: true)")
     float_modules = []
     for a in argv:
         if a.startswith("--float-modules="):
@@ -261,7 +267,8 @@ def main(argv):
     quantized, reference = {}, {}
     for name, t in tensors.items():
         parts = name.split(".")
-        is_linear = name.endswith(".weight") and len(parts) > 2 and parts[-2] in LINEAR
+        is_linear = (name.endswith(".weight") and len(parts) > 2 and parts[-2] in LINEAR) or (
+            lm_head and name == "lm_head.weight")
         if is_linear and is_float_module(name[:-len(".weight")], float_modules):
             if fmt in ("gptq", "gptq_v2", "awq"):
                 t = t.to(torch.float16)
@@ -296,6 +303,10 @@ def main(argv):
         json.dump(config, f, indent=2)
     qconfig = quantization_config(fmt, bits, group_size, sym, act_order, float_modules,
                                   "--gptq-dynamic" in argv)
+    if lm_head:
+        if "lm_head.weight" not in tensors:
+            sys.exit("prequantized_writer.py: --lm-head needs an untied lm_head.weight in BASE_DIR")
+        qconfig["lm_head"] = True
     if "--quantize-config-file" in argv:
         del qconfig["quant_method"]  # AutoGPTQ's quantize_config.json has none
         with open(os.path.join(out_dir, "quantize_config.json"), "w") as f:
