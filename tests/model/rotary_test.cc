@@ -22,12 +22,17 @@ at::Tensor Reference(const at::Tensor& x, const std::vector<int64_t>& positions,
   return x64 * both.cos() + rotated * both.sin();
 }
 
-TEST(RotaryRows, FloatRowsMatchTransformersFormulaAtEveryPosition) {
+// Llama's defaults for a 64-wide head.
+loader::ModelConfig HeadDim64Config() {
   loader::ModelConfig config;
   config.head_dim = 64;
   config.rope_theta = 10000.0;
   config.max_position_embeddings = 4096;
-  const RotaryEmbedding rotary(config);
+  return config;
+}
+
+TEST(RotaryRows, FloatRowsMatchTransformersFormulaAtEveryPosition) {
+  const RotaryEmbedding rotary(HeadDim64Config());
   at::manual_seed(9);
   const std::vector<int64_t> positions = {0, 1, 7, 100, 2047, 5};
   const at::Tensor q = at::randn({6, 4, 64});
@@ -59,11 +64,7 @@ TEST(RotaryRows, FloatRowsMatchTransformersFormulaAtEveryPosition) {
 TEST(RotaryRows, Bf16RowsRoundAsTransformersBf16Arithmetic) {
   // A BF16 model: transformers casts cos and sin to BF16 and each product and the sum round to
   // BF16. The per-sequence path (Apply: ATen's operations) is that arithmetic.
-  loader::ModelConfig config;
-  config.head_dim = 64;
-  config.rope_theta = 10000.0;
-  config.max_position_embeddings = 4096;
-  const RotaryEmbedding rotary(config);
+  const RotaryEmbedding rotary(HeadDim64Config());
   at::manual_seed(10);
   const int64_t start = 37, length = 9;
   std::vector<int64_t> positions;
