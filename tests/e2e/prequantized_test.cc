@@ -106,6 +106,12 @@ TEST_P(Prequantized, ServesTheGreedyTokensOfItsDequantizedReference) {
         << info.quantization().summary();
   }
   EXPECT_FALSE(reference_info.has_quantization()) << reference_info.DebugString();
+  // Where the checkpoint quantizes its lm_head, the summary says it is held packed, not float.
+  const std::string& summary = info.quantization().summary();
+  EXPECT_EQ(summary.find("decoder-layer linear weights and the lm_head repacked") != std::string::npos,
+            GetParam().lm_head)
+      << summary;
+  EXPECT_EQ(summary.find("biases and lm_head in") == std::string::npos, GetParam().lm_head) << summary;
 }
 
 uint64_t CpuWeights(const nlohmann::json& plan) {
