@@ -199,6 +199,12 @@ at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const
     c10::BFloat16* out = y.data_ptr<c10::BFloat16>();
     for (int64_t i = 0; i < rows * layout.out; ++i) out[i] = c10::BFloat16(ys[i]);
   }
+  // A decode step's buffers stay for the next call; a long prompt's (or an all-positions
+  // Forward's logits) are given back, not held by the thread for the process's lifetime.
+  constexpr size_t kKeptFloats = size_t{1} << 20;  // 4 MiB each
+  for (std::vector<float>* buffer : {&x_buffer, &bias_buffer, &y_buffer, &group_sums}) {
+    if (buffer->capacity() > kKeptFloats) std::vector<float>().swap(*buffer);
+  }
   return y;
 }
 

@@ -306,6 +306,9 @@ at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
   // One rounding to BF16 (to nearest even, as ATen's conversion), after the float32 sum and bias.
   at::BFloat16* values = y.data_ptr<at::BFloat16>();
   for (int64_t i = 0; i < rows * out; ++i) values[i] = at::BFloat16(sums[static_cast<size_t>(i)]);
+  // Kept for the next decode step unless a large call grew it (4 MiB each at most).
+  constexpr size_t kKeptFloats = size_t{1} << 20;
+  if (sums.capacity() > kKeptFloats) std::vector<float>().swap(sums);
   return y;
 }
 
