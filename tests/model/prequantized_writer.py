@@ -281,6 +281,9 @@ def main(argv):
                 key = ".".join(parts[:-2] + [shared])
                 seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
                 perm = torch.randperm(t.shape[1], generator=torch.Generator().manual_seed(seed))
+            if group_size != -1 and t.shape[1] % group_size:
+                sys.exit(f"prequantized_writer.py: GROUP_SIZE {group_size} does not divide the "
+                         f"{t.shape[1]} inputs of {name}")
             stored, dequantized = quantize_linear(name[:-len(".weight")], t.float(), fmt, bits,
                                                   group_size, sym, perm)
             quantized.update(stored)
