@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "loader/huge_page_tensor.h"
 
 namespace placer::loader {
 namespace {
@@ -50,8 +51,7 @@ at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
                   s.size(1) == layout.groups(),
               "PackLinearWeight: scales and offsets must be [out, groups]");
   const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
-  at::Tensor packed = at::zeros({layout.out, layout.groups(), layout.block_bytes()},
-                                at::TensorOptions().dtype(type));
+  at::Tensor packed = HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
   uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
   const int32_t* qp = q.data_ptr<int32_t>();
   const float* sp = s.data_ptr<float>();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
 #include "loader/file_util.h"
+#include "loader/huge_page_tensor.h"
 #include "base/status_macros.h"
 
 namespace placer::loader {
@@ -75,9 +76,15 @@ absl::StatusOr<at::Tensor> SafetensorsFile::Read(absl::string_view name, at::Sca
       source = at::from_blob(bytes, entry.shape, at::TensorOptions().dtype(*stored));
     } else {
       // Written without the reference 8-byte padding: realign first.
-      source = at::empty(entry.shape, at::TensorOptions().dtype(*stored));
+      source = HugePageZeros(entry.shape, *stored);
       if (entry.nbytes() != 0) std::memcpy(source.data_ptr(), bytes, entry.nbytes());
       if (*stored == dtype && device.is_cpu()) return source;
+    }
+    if (device.is_cpu()) {
+      // A converted weight stays for the process's life and decode streams through it.
+      at::Tensor converted = HugePageZeros(entry.shape, dtype);
+      converted.copy_(source);
+      return converted;
     }
     return source.to(at::TensorOptions().dtype(dtype).device(device), /*non_blocking=*/false,
                      /*copy=*/true);
