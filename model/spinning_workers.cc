@@ -17,7 +17,7 @@ constexpr int kPausesPerCheck = 64;
 void Pause() { _mm_pause(); }
 
 // ticket_: generation (low 24 bits) | chunk count (20 bits) | next chunk (20 bits). A loop
-// has at most participants * kChunksPerParticipant chunks, far below 2^20.
+// has at most about 2 · participants · (ln(tasks) + 1) chunks (ChunkStarts), far below 2^20.
 constexpr int kIndexBits = 20;
 constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
 constexpr uint64_t kGenerationMask = (uint64_t{1} << 24) - 1;
@@ -63,6 +63,17 @@ void SpinningWorkers::Resize(int helpers) {
   }
 }
 
+std::vector<int64_t> SpinningWorkers::ChunkStarts(int64_t tasks, int participants) {
+  std::vector<int64_t> starts;
+  const int64_t share = 2 * static_cast<int64_t>(std::max(1, participants));
+  for (int64_t start = 0; start < tasks;) {
+    starts.push_back(start);
+    start += std::max<int64_t>(1, (tasks - start + share - 1) / share);
+  }
+  starts.push_back(tasks);
+  return starts;
+}
+
 bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
   std::unique_lock<std::mutex> running(run_mutex_, std::try_to_lock);
   if (!running.owns_lock()) return false;
@@ -73,9 +84,8 @@ bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
   }
   fn_ = &fn;
   tasks_ = tasks;
-  const int64_t wanted = std::min(tasks, participants_ * kChunksPerParticipant);
-  chunk_size_ = (tasks + wanted - 1) / wanted;
-  const int64_t chunks = (tasks + chunk_size_ - 1) / chunk_size_;
+  chunk_starts_ = ChunkStarts(tasks, participants_);
+  const int64_t chunks = static_cast<int64_t>(chunk_starts_.size()) - 1;
   chunks_done_.store(0, std::memory_order_relaxed);
   const uint64_t generation = generation_.load() + 1;
   ticket_.store(Ticket(generation, chunks), std::memory_order_release);
@@ -101,9 +111,9 @@ void SpinningWorkers::RunChunks(uint64_t generation) {
                                        std::memory_order_acquire)) {
       continue;  // `ticket` now holds the current value
     }
-    // Holding an unfinished chunk of this loop: fn_, tasks_ and chunk_size_ are its own.
-    const int64_t begin = NextOf(ticket) * chunk_size_;
-    (*fn_)(begin, std::min(tasks_, begin + chunk_size_));
+    // Holding an unfinished chunk of this loop: fn_ and chunk_starts_ are its own.
+    const int64_t chunk = NextOf(ticket);
+    (*fn_)(chunk_starts_[chunk], chunk_starts_[chunk + 1]);
     chunks_done_.fetch_add(1, std::memory_order_release);
     ticket = ticket_.load(std::memory_order_acquire);
   }

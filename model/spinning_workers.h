@@ -26,14 +26,19 @@ class SpinningWorkers {
 
   ~SpinningWorkers();
 
-  // Splits [0, tasks) into contiguous chunks (kChunksPerParticipant for each participant: the
-  // caller and every helper), which the participants claim one at a time, and runs fn on each;
-  // returns when all are done. A helper that is late (descheduled, still waking up) leaves its
-  // chunks to the others instead of holding the loop up. Returns false, running nothing, when
-  // another thread is using the workers (the caller then runs the loop some other way).
+  // Splits [0, tasks) into contiguous chunks (ChunkStarts), which the participants (the caller
+  // and every helper) claim one at a time in order, and runs fn on each; returns when all are
+  // done. A helper that is late (descheduled, still waking up) leaves its chunks to the others
+  // instead of holding the loop up. Returns false, running nothing, when another thread is
+  // using the workers (the caller then runs the loop some other way).
   bool TryRun(int64_t tasks, const RangeFn& fn);
 
-  static constexpr int64_t kChunksPerParticipant = 4;
+  // Where TryRun's chunks start, plus `tasks` at the end: each chunk is 1/(2 · participants) of
+  // the tasks not yet in a chunk (at least one task), so the first chunks are long streams
+  // through the weights and the last ones single tasks, and participants finish together
+  // instead of one waiting out another's long last chunk (guided self-scheduling; equal
+  // chunks, 4 a participant, left ~3 % of a ~1.1B int4 decode step waiting: bench/analysis.md).
+  static std::vector<int64_t> ChunkStarts(int64_t tasks, int participants);
 
   // How long a helper spins for the next loop before it sleeps.
   static constexpr int64_t kSpinMicroseconds = 1000;
@@ -53,7 +58,7 @@ class SpinningWorkers {
   // only by a participant holding one of its chunks.
   const RangeFn* fn_ = nullptr;
   int64_t tasks_ = 0;
-  int64_t chunk_size_ = 1;
+  std::vector<int64_t> chunk_starts_;  // chunk i is [chunk_starts_[i], chunk_starts_[i + 1])
   int participants_ = 1;
 
   std::atomic<uint64_t> generation_{0};

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -54,6 +55,30 @@ TEST_F(SpinningWorkersTest, EveryTaskOnceWhetherHelpersSpinOrSleep) {
   for (int loop = 0; loop < 5; ++loop) {  // helpers asleep by now
     std::this_thread::sleep_for(std::chrono::microseconds(3 * SpinningWorkers::kSpinMicroseconds));
     ExpectEveryTaskOnce(9);
+  }
+}
+
+TEST(SpinningWorkersChunks, CoverTheTasksInShrinkingChunksDownToSingleTasks) {
+  for (int participants : {1, 2, 3, 8}) {
+    for (int64_t tasks : {1, 2, 3, 4, 5, 31, 32, 88, 500, 100000}) {
+      SCOPED_TRACE(testing::Message() << tasks << " tasks, " << participants << " participants");
+      const std::vector<int64_t> starts = SpinningWorkers::ChunkStarts(tasks, participants);
+      ASSERT_GE(starts.size(), 2u);
+      EXPECT_EQ(starts.front(), 0);
+      EXPECT_EQ(starts.back(), tasks);
+      const int64_t share = 2 * participants;
+      // The first chunk is its share of all the tasks, the last a single task.
+      EXPECT_EQ(starts[1], (tasks + share - 1) / share);
+      EXPECT_EQ(starts[starts.size() - 1] - starts[starts.size() - 2], 1);
+      for (size_t i = 1; i + 1 < starts.size(); ++i) {
+        const int64_t size = starts[i + 1] - starts[i];
+        ASSERT_GE(size, 1);
+        ASSERT_LE(size, starts[i] - starts[i - 1]) << "chunk " << i << " grew";
+      }
+      // Few claims even for many tasks: about 2 P (ln(tasks) + 1).
+      EXPECT_LE(static_cast<double>(starts.size() - 1),
+                share * (std::log(static_cast<double>(tasks)) + 1) + share);
+    }
   }
 }
 
