@@ -61,11 +61,6 @@ absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
     return absl::InvalidArgumentError(
         absl::StrCat("--quantize-lm-head '", lm_head, "': expected none, int8 or int4"));
   }
-  if (!options->enabled()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--quantize-lm-head ", lm_head, " needs --quantize int8 or int4 (the layers are packed "
-        "first; the head is the largest single weight but not the only one)"));
-  }
   return options;
 }
 
@@ -86,6 +81,7 @@ std::string DescribeScheme(const QuantizeOptions& options) {
 
 std::string DescribeQuantizeOptions(const QuantizeOptions& options) {
   if (!options.quantizes_lm_head()) return DescribeScheme(options);
+  if (!options.enabled()) return absl::StrCat("lm_head ", DescribeScheme(options.LmHead()));
   return absl::StrCat(DescribeScheme(options), "; lm_head ", DescribeScheme(options.LmHead()));
 }
 

@@ -35,7 +35,8 @@ struct QuantizeOptions {
   std::int64_t group_size = 0;
   // --quantize-lm-head: the lm_head's scheme, at its default grouping (int8: one scale per
   // output channel; int4: groups of 128), so that the head can stay finer than the layers
-  // (llama.cpp's Q4_0 keeps its output at Q6_K). Never set without `scheme`.
+  // (llama.cpp's Q4_0 keeps its output at Q6_K). Set alone, it packs the head only: the one
+  // weight a pre-quantized checkpoint usually leaves in float, and the largest.
   QuantScheme lm_head = QuantScheme::kNone;
   // --quantize-activations int8: packed weights multiply int8 activations (per block of 32 or
   // 128 inputs) on AVX512-VNNI or AVX-VNNI CPUs where model/quantized_vnni.h's kernel applies;
@@ -44,6 +45,8 @@ struct QuantizeOptions {
 
   bool enabled() const { return scheme != QuantScheme::kNone; }
   bool quantizes_lm_head() const { return lm_head != QuantScheme::kNone; }
+  // Whether any weight is packed at load: the layers', the head's, or both.
+  bool packs_any() const { return enabled() || quantizes_lm_head(); }
   // The options the lm_head's weight is packed with.
   QuantizeOptions LmHead() const {
     return {lm_head, lm_head == QuantScheme::kInt4 ? 128 : 0, QuantScheme::kNone, int8_activations};
@@ -51,13 +54,13 @@ struct QuantizeOptions {
 };
 
 // "none"/"" | "int8" | "int4"; group_size 0 = the scheme's default; lm_head "none"/"" |
-// "int8" | "int4" (needs a scheme). Errors name the flag.
+// "int8" | "int4" (with or without a scheme for the layers). Errors name the flag.
 absl::StatusOr<QuantizeOptions> ParseQuantizeOptions(absl::string_view scheme,
                                                      std::int64_t group_size,
                                                      absl::string_view lm_head = "none",
                                                      absl::string_view activations = "none");
 // "int8 (one scale per output channel)", "int4 (groups of 128); lm_head int8 (one scale per
-// output channel)"; "none".
+// output channel)", "lm_head int8 (one scale per output channel)"; "none".
 std::string DescribeQuantizeOptions(const QuantizeOptions& options);
 
 inline constexpr std::int64_t kPackedBlockHeaderBytes = 8;  // float32 scale, float32 offset

@@ -4,12 +4,11 @@ namespace placer::loader {
 
 std::optional<QuantizeOptions> SlotQuantization(LinearWeight linear, bool lm_head,
                                                 const QuantizeOptions& quantize) {
-  if (!quantize.enabled()) return std::nullopt;
   if (lm_head) {
     if (!quantize.quantizes_lm_head()) return std::nullopt;
     return quantize.LmHead();
   }
-  if (linear == LinearWeight::kNone) return std::nullopt;
+  if (!quantize.enabled() || linear == LinearWeight::kNone) return std::nullopt;
   return quantize;
 }
 

@@ -51,6 +51,11 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
         "quantized (", prequantized->Describe(), ", from ", prequantized->source,
         "); drop --quantize"));
   }
+  if (prequantized && prequantized->quantized_lm_head && quantize.quantizes_lm_head()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantize-lm-head: the checkpoint already quantizes its lm_head (", prequantized->source,
+        ": lm_head: true); drop --quantize-lm-head"));
+  }
   std::set<std::string> quantized_parts;
   if (prequantized && !checkpoint_tensors.empty()) {
     std::map<std::string, loader::StoredTensor> stored;

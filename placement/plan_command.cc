@@ -65,10 +65,10 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
           "--max-seq-len needs a checkpoint's config.json: a --module-tree has no attention "
           "shape to size the KV cache from");
     }
-    if (model.quantize.enabled()) {
+    if (model.quantize.packs_any()) {
       return absl::InvalidArgumentError(
-          "--quantize needs a checkpoint's config.json: a --module-tree does not say which "
-          "tensors are linear weights");
+          "--quantize and --quantize-lm-head need a checkpoint's config.json: a --module-tree "
+          "does not say which tensors are linear weights");
     }
     absl::StatusOr<ModuleTreeSpec> spec = ReadModuleTreeFile(args.module_tree_path);
     if (!spec.ok()) return spec.status();
@@ -97,7 +97,11 @@ absl::StatusOr<ModelToPlan> LoadModel(const PlanCommandArgs& args, bool real_gpu
   model.spec = *std::move(spec);
   model.activation_reserve_bytes =
       ActivationReserveBytes(config, limits, dtype) +
-      DequantizedWeightReserveBytes(config, model.quantize.enabled() || config.quantization.has_value(), dtype);
+      DequantizedWeightReserveBytes(
+          config, model.quantize.enabled() || config.quantization.has_value(),
+          model.quantize.quantizes_lm_head() ||
+              (config.quantization.has_value() && config.quantization->quantized_lm_head),
+          dtype);
   model.compute_dtype = dtype;
   model.limits = limits;
   model.kv_cache_blocks = KvCacheBlocks(limits, config.shared_attention_window());
@@ -216,10 +220,13 @@ absl::Status RunPlanCommand(const PlanCommandArgs& args, std::ostream& out) {
     prequantized = config.quantization;
   }
   const std::string summary =
-      prequantized ? PrequantizedSummary(*prequantized, plan.sizing.compute_dtype) : "";
+      prequantized ? PrequantizedSummary(*prequantized, plan.sizing.compute_dtype, plan.sizing.quantize)
+                   : "";
   if (args.format == "json") {
     nlohmann::ordered_json json = PlanToJson(plan);
-    if (prequantized) json["quantize"] = PrequantizedJson(*prequantized, summary);
+    if (prequantized) {
+      json["quantize"] = PrequantizedJson(*prequantized, summary, plan.sizing.quantize);
+    }
     out << json.dump(2) << "\n";
   } else {
     out << PlanToTable(plan);

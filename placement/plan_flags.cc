@@ -46,10 +46,11 @@ void AddPlacementFlags(CLI::App& app, PlacementOptions& options) {
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->group(group);
   app.add_option("--quantize-lm-head", options.quantize_lm_head,
-                 "with --quantize: pack the lm_head too, int8 (one scale per output "
-                 "channel) or int4 (groups of 128). It is the largest single weight and every "
-                 "decode step reads it whole; llama.cpp's Q8_0 / Q4_0 quantize it too. A tied "
-                 "head packs the embedding table it shares (the lookup dequantizes its rows)")
+                 "pack the lm_head at load, int8 (one scale per output channel) or int4 (groups "
+                 "of 128), with --quantize or alone (a GPTQ/AWQ/compressed-tensors checkpoint's "
+                 "float head). It is the largest single weight and every decode step reads it "
+                 "whole; llama.cpp's Q8_0 / Q4_0 quantize it too. A tied head packs the embedding "
+                 "table it shares (the lookup dequantizes its rows)")
       ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->group(group);
   app.add_option("--quantize-activations", options.quantize_activations,

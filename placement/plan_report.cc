@@ -29,10 +29,22 @@ std::string Signed(std::int64_t bytes) {
 }  // namespace
 
 std::string QuantizationSummary(const Plan& plan) {
-  if (!plan.sizing.quantize.enabled()) return "";
+  if (!plan.sizing.quantize.packs_any()) return "";
   const std::string kept =
       plan.sizing.compute_dtype ? std::string(loader::DTypeName(*plan.sizing.compute_dtype))
                                 : "their own dtype";
+  if (!plan.sizing.quantize.enabled()) {
+    // The head alone: what the layers are (float, or a pre-quantized checkpoint's packing) is
+    // said elsewhere.
+    return absl::StrCat("--quantize-lm-head ", loader::DescribeQuantizeOptions(plan.sizing.quantize.LmHead()),
+                        ": lm_head sized and held packed",
+                        plan.sizing.lm_head_tied
+                            ? " (the lm_head is tied: one packed table, whose lookup dequantizes "
+                              "the rows it reads)"
+                            : "",
+                        "; embeddings", plan.sizing.lm_head_tied ? " aside" : "",
+                        ", norms and biases stay ", kept);
+  }
   if (plan.sizing.quantize.quantizes_lm_head() && plan.sizing.lm_head_tied) {
     return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
                         ": decoder-layer linear weights and lm_head, sized and held packed (the "
@@ -101,11 +113,14 @@ nlohmann::ordered_json PlanToJson(const Plan& plan) {
   execution["blocks"] = OffloadedBlocks(plan);
   execution["reason"] = plan.execution_reason;
   json["offload_execution"] = execution;
-  if (plan.sizing.quantize.enabled()) {
+  if (plan.sizing.quantize.packs_any()) {
     nlohmann::ordered_json quantize;
-    quantize["scheme"] = plan.sizing.quantize.scheme == loader::QuantScheme::kInt4 ? "int4" : "int8";
+    quantize["scheme"] = !plan.sizing.quantize.enabled() ? "none"
+                         : plan.sizing.quantize.scheme == loader::QuantScheme::kInt4 ? "int4"
+                                                                                     : "int8";
     quantize["group_size"] = plan.sizing.quantize.group_size;  // 0: per output channel
-    quantize["covers"] = plan.sizing.quantize.quantizes_lm_head()
+    quantize["covers"] = !plan.sizing.quantize.enabled() ? "lm_head"
+                         : plan.sizing.quantize.quantizes_lm_head()
                              ? "decoder-layer linear weights, lm_head"
                              : "decoder-layer linear weights";
     if (plan.sizing.quantize.quantizes_lm_head()) {
@@ -158,7 +173,7 @@ std::string PlanToTable(const Plan& plan) {
         FormatBytes(device.activation_reserve_bytes + device.staging_reserve_bytes),
         Signed(device.left_bytes()));
   }
-  if (plan.sizing.quantize.enabled()) absl::StrAppend(&out, "\nQuantized: ", QuantizationSummary(plan), "\n");
+  if (plan.sizing.quantize.packs_any()) absl::StrAppend(&out, "\nQuantized: ", QuantizationSummary(plan), "\n");
   if (!plan.strategy_note.empty()) absl::StrAppend(&out, "\nStrategy: ", plan.strategy_note, "\n");
   if (!offloaded.empty()) {
     absl::StrAppend(&out, "\nOffloaded blocks (", offloaded.size(), "): ", plan.execution_reason,

@@ -10,32 +10,48 @@ std::string FormatAndFile(const loader::PrequantizedFormat& format) {
   return absl::StrCat(format.Describe(), ", from ", file.substr(file.find_last_of('/') + 1));
 }
 
-// What the checkpoint stores quantized (and placer holds packed).
-std::string Covered(const loader::PrequantizedFormat& format) {
-  return format.quantized_lm_head ? "decoder-layer linear weights and the lm_head"
-                                  : "decoder-layer linear weights";
+// What placer holds packed: what the checkpoint stores quantized, and the head if
+// --quantize-lm-head packs it at load.
+std::string Covered(const loader::PrequantizedFormat& format, const loader::QuantizeOptions& at_load) {
+  return format.quantized_lm_head || at_load.quantizes_lm_head()
+             ? "decoder-layer linear weights and the lm_head"
+             : "decoder-layer linear weights";
 }
 
 }  // namespace
 
 std::string PrequantizedSummary(const loader::PrequantizedFormat& format,
-                                std::optional<loader::DType> compute_dtype) {
+                                std::optional<loader::DType> compute_dtype,
+                                const loader::QuantizeOptions& at_load) {
   const std::string kept =
       compute_dtype ? std::string(loader::DTypeName(*compute_dtype)) : "their own dtype";
-  return absl::StrCat("checkpoint ", FormatAndFile(format), ": ", Covered(format),
-                      " repacked at load, sized and held packed; embeddings, norms, biases",
-                      format.quantized_lm_head ? "" : " and lm_head", " in ", kept,
-                      format.unquantized.empty()
-                          ? ""
-                          : absl::StrCat("; linears the checkpoint left unquantized (",
-                                         format.unquantized.description(), ") in ", kept));
+  const bool head_at_load = at_load.quantizes_lm_head() && !format.quantized_lm_head;
+  return absl::StrCat(
+      "checkpoint ", FormatAndFile(format), ": ",
+      format.quantized_lm_head ? "decoder-layer linear weights and the lm_head"
+                               : "decoder-layer linear weights",
+      " repacked at load, sized and held packed; embeddings, norms",
+      format.quantized_lm_head || head_at_load ? " and biases" : ", biases and lm_head", " in ",
+      kept,
+      head_at_load ? absl::StrCat("; lm_head packed at load, ",
+                                  loader::DescribeQuantizeOptions(at_load.LmHead()),
+                                  ", by --quantize-lm-head")
+                   : "",
+      format.unquantized.empty()
+          ? ""
+          : absl::StrCat("; linears the checkpoint left unquantized (",
+                         format.unquantized.description(), ") in ", kept));
 }
 
 nlohmann::ordered_json PrequantizedJson(const loader::PrequantizedFormat& format,
-                                        const std::string& summary) {
+                                        const std::string& summary,
+                                        const loader::QuantizeOptions& at_load) {
   nlohmann::ordered_json json;
   json["checkpoint"] = FormatAndFile(format);
-  json["covers"] = Covered(format);
+  json["covers"] = Covered(format, at_load);
+  if (at_load.quantizes_lm_head()) {
+    json["lm_head"] = at_load.lm_head == loader::QuantScheme::kInt4 ? "int4" : "int8";
+  }
   json["summary"] = summary;
   return json;
 }

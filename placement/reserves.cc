@@ -71,13 +71,14 @@ std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,
   return std::max(layer, logits);
 }
 
-std::uint64_t DequantizedWeightReserveBytes(const loader::ModelConfig& config, bool quantized,
-                                            loader::DType compute_dtype) {
-  if (!quantized) return 0;
+std::uint64_t DequantizedWeightReserveBytes(const loader::ModelConfig& config, bool layers_packed,
+                                            bool head_packed, loader::DType compute_dtype) {
   std::uint64_t largest = 0;
   const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
   for (const loader::TensorDescription* slot : architecture.Slots()) {
-    if (slot->linear == loader::LinearWeight::kNone || slot->shape.size() != 2) continue;
+    const bool packed = slot->lm_head ? head_packed
+                                      : layers_packed && slot->linear != loader::LinearWeight::kNone;
+    if (!packed || slot->shape.size() != 2) continue;
     largest = std::max(largest, Mul(NonNegative(slot->shape[0]), NonNegative(slot->shape[1])));
   }
   return Mul(largest, loader::DTypeSize(compute_dtype));

@@ -51,11 +51,12 @@ std::uint64_t KvCacheBytesPerLayer(const loader::ModelConfig& config,
 std::uint64_t ActivationReserveBytes(const loader::ModelConfig& config,
                                      const ServingLimits& limits, loader::DType compute_dtype);
 
-// Under --quantize, one product may hold its weight dequantized: the reused buffer of prompt
-// chunks on the CPU, the per-product dequantization on a GPU. The largest linear weight of a
-// decoder layer (loader::LinearWeight slots) in `e` bytes per element; 0 without quantization.
-// Added to the activation reserve.
-std::uint64_t DequantizedWeightReserveBytes(const loader::ModelConfig& config, bool quantized,
-                                            loader::DType compute_dtype);
+// With packed weights, one product may hold its weight dequantized: the reused buffer of prompt
+// chunks on the CPU, the per-product dequantization on a GPU. The largest packed weight in `e`
+// bytes per element: of a decoder layer's linears (loader::LinearWeight slots) when
+// `layers_packed`, and the lm_head ([vocab, hidden], usually far larger) when `head_packed`;
+// 0 when neither is. Added to the activation reserve.
+std::uint64_t DequantizedWeightReserveBytes(const loader::ModelConfig& config, bool layers_packed,
+                                            bool head_packed, loader::DType compute_dtype);
 
 }  // namespace placer::placement

@@ -215,9 +215,14 @@ absl::StatusOr<std::vector<BoundBlock>> BindBlocks(
           "tensor ", first,
           " goes to disk converted or quantized, which needs --offload-dir"));
     }
-    packed_on_disk.scheme = checkpoint->config().quantization
-                                ? checkpoint->config().quantization->Describe()
-                                : loader::DescribeQuantizeOptions(plan.quantize);
+    // What the store's packed bytes stand for: a change (another --quantize-lm-head on the same
+    // checkpoint) rebuilds it.
+    packed_on_disk.scheme =
+        !checkpoint->config().quantization ? loader::DescribeQuantizeOptions(plan.quantize)
+        : plan.quantize.quantizes_lm_head()
+            ? absl::StrCat(checkpoint->config().quantization->Describe(), "; ",
+                           loader::DescribeQuantizeOptions(plan.quantize))
+            : checkpoint->config().quantization->Describe();
     packed_on_disk.pack = [checkpoint, packed_slots, quantize = plan.quantize](const std::string& name) {
       return PackLinearWeight(*checkpoint, packed_slots.at(name), quantize);
     };

@@ -96,7 +96,8 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
   if (const auto& prequantized = checkpoint->config().quantization) {
     spdlog::info("Quantized: {}",
-                 placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype));
+                 placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype,
+                                                plan.sizing.quantize));
   }
   const int64_t int8_activation_weights =
       plan.sizing.quantize.int8_activations ? Int8ActivationWeights(*checkpoint, plan.sizing.quantize) : 0;
@@ -156,9 +157,11 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   if (const auto& prequantized = checkpoint->config().quantization) {
     snapshot.quantization.source = "checkpoint";
     snapshot.quantization.summary =
-        placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype);
-  } else if (plan.sizing.quantize.enabled()) {
-    snapshot.quantization.source = "--quantize";
+        placement::PrequantizedSummary(*prequantized, plan.sizing.compute_dtype,
+                                       plan.sizing.quantize);
+  } else if (plan.sizing.quantize.packs_any()) {
+    snapshot.quantization.source =
+        plan.sizing.quantize.enabled() ? "--quantize" : "--quantize-lm-head";
     snapshot.quantization.summary = placement::QuantizationSummary(plan);
   }
   if (!snapshot.quantization.source.empty()) {

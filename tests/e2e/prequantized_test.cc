@@ -61,10 +61,12 @@ class Prequantized : public ::testing::TestWithParam<Format> {
   // Greedy tokens after a fixed prompt from a placerd serving `checkpoint`; its log in `log`,
   // its GetModelInfo in `info`.
   std::vector<int32_t> GreedyTokens(const std::string& checkpoint, std::string* log,
-                                    v1::ModelInfo* info) {
+                                    v1::ModelInfo* info, const std::vector<std::string>& extra = {}) {
     const StartedDaemon ports = PickPorts();
-    DaemonProcess daemon(DaemonArgs(ports, {"--model", checkpoint, "--max-seq-len", "64",
-                                            "--max-batch-size", "2"}));
+    std::vector<std::string> args = {"--model", checkpoint, "--max-seq-len", "64",
+                                     "--max-batch-size", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    DaemonProcess daemon(DaemonArgs(ports, args));
     EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
     client::PlacerClient client({ports.target(), seconds(20)});
     const absl::StatusOr<v1::ModelInfo> model_info = client.GetModelInfo();
@@ -172,6 +174,57 @@ TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
       RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model(), " --quantize int8"));
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.output.find("already quantized"), std::string::npos) << refused.output;
+}
+
+// --quantize-lm-head on a checkpoint that leaves its lm_head in float: planned and held packed
+// (int8, one scale per output), said so in the plan and GetModelInfo, and the greedy tokens of
+// the dequantized reference served with the same flag. Where the checkpoint quantizes its head
+// itself, the flag is refused naming it.
+TEST_P(Prequantized, QuantizeLmHeadPacksAFloatHeadAtLoad) {
+  const std::string plan_args = " --devices cpu=1GiB --max-seq-len 64 --max-batch-size 2 --format json";
+  const CommandResult with_head = RunCommand(
+      absl::StrCat(PLACER_CLI_PATH, " plan ", model(), plan_args, " --quantize-lm-head int8"));
+  if (GetParam().lm_head) {
+    EXPECT_NE(with_head.exit_code, 0);
+    EXPECT_NE(with_head.output.find("already quantizes its lm_head"), std::string::npos)
+        << with_head.output;
+    EXPECT_NE(with_head.output.find("drop --quantize-lm-head"), std::string::npos) << with_head.output;
+    return;
+  }
+  ASSERT_EQ(with_head.exit_code, 0) << with_head.output;
+  const CommandResult without = RunCommand(absl::StrCat(PLACER_CLI_PATH, " plan ", model(), plan_args));
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  const nlohmann::json json = nlohmann::json::parse(with_head.output);
+  // lm_head [300, 128]: F32 300 x 128 x 4 bytes; int8 300 x (8 + 128).
+  EXPECT_EQ(CpuWeights(nlohmann::json::parse(without.output)) - CpuWeights(json),
+            300u * 128 * 4 - 300u * (8 + 128))
+      << with_head.output;
+  EXPECT_EQ(json.at("quantize").at("lm_head"), "int8") << with_head.output;
+  EXPECT_EQ(json.at("quantize").at("covers"), "decoder-layer linear weights and the lm_head");
+  const std::string summary = json.at("quantize").at("summary").get<std::string>();
+  EXPECT_NE(summary.find("; lm_head packed at load, int8 (one scale per output channel), by "
+                         "--quantize-lm-head"),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("biases and lm_head in"), std::string::npos) << summary;
+
+  std::string log, reference_log;
+  v1::ModelInfo info, reference_info;
+  const std::vector<std::string> flag = {"--quantize-lm-head", "int8"};
+  const std::vector<int32_t> tokens = GreedyTokens(model(), &log, &info, flag);
+  const std::vector<int32_t> want = GreedyTokens(reference(), &reference_log, &reference_info, flag);
+  ASSERT_EQ(tokens.size(), 12u) << log;
+  EXPECT_EQ(tokens, want) << log;
+  EXPECT_EQ(info.quantization().source(), "checkpoint");
+  EXPECT_EQ(info.quantization().summary(), summary);
+  // The unquantized reference with the flag: the head alone is packed, and said so.
+  EXPECT_EQ(reference_info.quantization().source(), "--quantize-lm-head");
+  EXPECT_EQ(reference_info.quantization().summary().rfind(
+                "--quantize-lm-head int8 (one scale per output channel): lm_head sized and held "
+                "packed",
+                0),
+            0u)
+      << reference_info.quantization().summary();
 }
 
 INSTANTIATE_TEST_SUITE_P(

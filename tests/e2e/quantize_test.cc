@@ -281,10 +281,9 @@ TEST_F(Quantize, BadQuantizeFlagsAreRefusedNamingTheFlag) {
   EXPECT_NE(group.exit_code, 0);
   EXPECT_NE(group.output.find("--quantize-group-size 64"), std::string::npos) << group.output;
   const CommandResult head = RunCommand(std::string(PLACER_CLI_PATH) + " plan " + dir_.string() +
-                                        " --quantize-lm-head int8");
+                                        " --quantize-lm-head int3");
   EXPECT_NE(head.exit_code, 0);
-  EXPECT_NE(head.output.find("--quantize-lm-head int8 needs --quantize"), std::string::npos)
-      << head.output;
+  EXPECT_NE(head.output.find("--quantize-lm-head"), std::string::npos) << head.output;
 }
 
 }  // namespace

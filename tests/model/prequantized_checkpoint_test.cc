@@ -21,6 +21,7 @@
 #include "model/causal_lm.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
+#include "placement/model_module_tree.h"
 
 namespace placer::model {
 namespace {
@@ -282,6 +283,54 @@ TEST_P(PrequantizedCheckpoint, DecodeStepsMatchTheReferenceAloneAndBatched) {
           << "position " << i << ": alone and batched differ at logit " << v;
     }
   }
+}
+
+// --quantize-lm-head on a checkpoint that leaves its lm_head in float (most GPTQ and AWQ ones
+// do): the layers as the checkpoint packs them, the head packed at load; the logits of the
+// float reference with its head packed the same way, the head held in its packed bytes. A
+// checkpoint that quantizes its head already is refused by the planner, naming the flag.
+TEST_P(PrequantizedCheckpoint, QuantizeLmHeadPacksTheFloatHeadAtLoad) {
+  const loader::QuantizeOptions head_only = *loader::ParseQuantizeOptions("none", 0, "int8");
+  if (GetParam().lm_head) {
+    absl::StatusOr<placement::ModuleTreeSpec> spec =
+        placement::ModuleTreeSpecForModel(checkpoint_->config(), {}, 0, head_only);
+    ASSERT_FALSE(spec.ok());
+    EXPECT_NE(spec.status().message().find("already quantizes its lm_head"), std::string::npos)
+        << spec.status();
+    EXPECT_NE(spec.status().message().find("drop --quantize-lm-head"), std::string::npos)
+        << spec.status();
+    return;
+  }
+  RuntimePlan plan = RuntimePlan::AllOnCpu();
+  plan.quantize = head_only;
+  auto reference = Load(reference_, plan);
+  auto quantized = Load(checkpoint_, plan);
+  auto float_head = Load(checkpoint_, RuntimePlan::AllOnCpu());
+  ASSERT_TRUE(reference && quantized && float_head);
+  for (const std::vector<int32_t>& prompt : ChunkPrompts()) {
+    auto want = reference->Forward(prompt, /*all_positions=*/true);
+    auto got = quantized->Forward(prompt, /*all_positions=*/true);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+    ExpectClose(*got, *want, absl::StrCat(prompt.size(), " tokens, lm_head int8"));
+  }
+  EXPECT_NE(float_head->Forward(prompt_, true)->values, quantized->Forward(prompt_, true)->values)
+      << "the head was not packed";
+  // Held packed: the head alone on cuda:0.
+  RuntimePlan placed;
+  placed.device_map = {{"", Device::Cpu()}, {"lm_head", Device::Cuda(0)}};
+  placed.execution_device = Device::Cuda(0);
+  placed.quantize = head_only;
+  std::shared_ptr<runtime::RuntimeAccounting> accounting;
+  auto held = Load(checkpoint_, placed, &accounting);
+  ASSERT_TRUE(held);
+  const loader::TensorInfo* head = checkpoint_->Find("lm_head.weight");
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(accounting->Used("cuda:0", MemoryKind::kWeights),
+            loader::PackedLayoutFor(head_only.LmHead(), head->shape[0], head->shape[1], "lm_head.weight")
+                ->bytes());
+  auto logits = held->Forward(prompt_, true);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ExpectClose(*logits, *quantized->Forward(prompt_, true), "lm_head int8 on cuda:0");
 }
 
 TEST_P(PrequantizedCheckpoint, LayersOnCpuAreHeldAndStagedInTheirPackedBytes) {

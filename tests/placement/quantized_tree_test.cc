@@ -88,12 +88,21 @@ TEST(QuantizedTree, QuantizeLmHeadSizesTheHeadPackedTiedOrNot) {
       ModuleTreeSpecForModel(Config(tied_json), {}, 0, *loader::ParseQuantizeOptions("int4", 0)),
       loader::DType::kBF16);
   EXPECT_EQ(BytesOf(tied_unpacked, "model.embed_tokens.weight"), 100u * 128 * 2);
-  // The flag needs --quantize, and names itself when wrong.
+  // Alone, the flag packs the head and nothing else.
   absl::StatusOr<loader::QuantizeOptions> alone = loader::ParseQuantizeOptions("none", 0, "int8");
-  ASSERT_FALSE(alone.ok());
-  EXPECT_NE(alone.status().message().find("--quantize-lm-head int8 needs --quantize"),
-            std::string::npos)
-      << alone.status();
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_FALSE(alone->enabled());
+  EXPECT_TRUE(alone->packs_any());
+  EXPECT_EQ(loader::DescribeQuantizeOptions(*alone), "lm_head int8 (one scale per output channel)");
+  const ModuleTree head_only = Tree(ModuleTreeSpecForModel(config, {}, 0, *alone), loader::DType::kBF16);
+  EXPECT_EQ(BytesOf(head_only, "lm_head.weight"), 100u * (8 + 128));
+  EXPECT_EQ(BytesOf(head_only, "model.layers.0.mlp.down_proj.weight"), 128u * 256 * 2);
+  EXPECT_EQ(BytesOf(head_only, "model.embed_tokens.weight"), 100u * 128 * 2);
+  const ModuleTree tied_head_only = Tree(
+      ModuleTreeSpecForModel(Config(tied_json), {}, 0, *alone), loader::DType::kBF16);
+  EXPECT_EQ(BytesOf(tied_head_only, "model.embed_tokens.weight"), 100u * (8 + 128));
+  EXPECT_EQ(BytesOf(tied_head_only, "model.layers.0.self_attn.q_proj.weight"), 128u * 128 * 2);
+  // A wrong value names the flag.
   absl::StatusOr<loader::QuantizeOptions> bad = loader::ParseQuantizeOptions("int8", 0, "int2");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--quantize-lm-head 'int2'"), std::string::npos);
@@ -127,12 +136,21 @@ TEST(QuantizedTree, ShapesTheSchemeCannotPackAreRefusedNamingTheTensor) {
       << spec.status();
 }
 
-TEST(QuantizedTree, TheActivationReserveHoldsTheLargestLinearWeightDequantized) {
+TEST(QuantizedTree, TheActivationReserveHoldsTheLargestPackedWeightDequantized) {
   const loader::ModelConfig config = Config(kLlama);
-  EXPECT_EQ(DequantizedWeightReserveBytes(config, false, loader::DType::kBF16), 0u);
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, false, false, loader::DType::kBF16), 0u);
   // gate/up/down: 256 x 128, the largest of the layer's linear weights.
-  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, loader::DType::kBF16), 256u * 128 * 2);
-  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, loader::DType::kF32), 256u * 128 * 4);
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, false, loader::DType::kBF16), 256u * 128 * 2);
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, false, loader::DType::kF32), 256u * 128 * 4);
+  // A packed lm_head counts too: [100, 128] here, smaller than gate/up/down...
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, true, true, loader::DType::kF32), 256u * 128 * 4);
+  EXPECT_EQ(DequantizedWeightReserveBytes(config, false, true, loader::DType::kF32), 100u * 128 * 4);
+  // ...and the largest weight by far with a real vocabulary.
+  std::string large_vocab = kLlama;
+  const std::string small_vocab = "\"vocab_size\": 100";
+  large_vocab.replace(large_vocab.find(small_vocab), small_vocab.size(), "\"vocab_size\": 32000");
+  EXPECT_EQ(DequantizedWeightReserveBytes(Config(large_vocab), true, true, loader::DType::kBF16),
+            32000u * 128 * 2);
 }
 
 TEST(QuantizedTree, AModuleTreeCannotBeQuantized) {
@@ -141,7 +159,14 @@ TEST(QuantizedTree, AModuleTreeCannotBeQuantized) {
   args.placement.quantize = "int4";
   absl::StatusOr<Plan> plan = BuildPlan(args);
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("--quantize needs a checkpoint"), std::string::npos)
+  EXPECT_NE(plan.status().message().find("--quantize and --quantize-lm-head need a checkpoint"),
+            std::string::npos)
+      << plan.status();
+  args.placement.quantize = "none";
+  args.placement.quantize_lm_head = "int8";
+  plan = BuildPlan(args);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--quantize-lm-head need a checkpoint"), std::string::npos)
       << plan.status();
 }
 
