@@ -2,7 +2,7 @@
 //
 // Weights that decode streams through on every step (packed quantized weights, weights converted
 // to the compute dtype at load) are read once per token from end to end: with 4 KiB pages each
-// step walks a TLB entry per 4 KiB, and on a ~1.1B int4 model that cost ~7 % of a decode step
+// step walks a TLB entry per 4 KiB, and on a ~1.1B int4 model that cost ~10 % of a decode step
 // on the machines we measured (bench/analysis.md, "Huge pages for weights"). Linux backs anonymous
 // memory with transparent huge pages only where the process asks (`madvise(MADV_HUGEPAGE)`) when
 // /sys/kernel/mm/transparent_hugepage/enabled is `madvise`, Debian's default.
