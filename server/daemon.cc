@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     spdlog::info("plaintext health service on {} (port {})", options.health_listen, health_port);
   }
   spdlog::info("placerd {} ({}) listening on {} (port {}, {}, {}), metrics on {}", PLACER_VERSION,
-               PLACER_GIT_COMMIT, options.listen, daemon->grpc_port_,
+               BuildCommit(), options.listen, daemon->grpc_port_,
                !tls.has_value()                   ? "plaintext"
                : tls->client_ca_pem.empty() ? "TLS"
                                                    : "TLS with client certificates",

@@ -38,7 +38,7 @@ DaemonMetrics::DaemonMetrics()
       .Name("placer_build_info")
       .Help("Version and commit of the running placerd; always 1.")
       .Register(*registry_)
-      .Add({{"version", PLACER_VERSION}, {"commit", PLACER_GIT_COMMIT}})
+      .Add({{"version", PLACER_VERSION}, {"commit", BuildCommit()}})
       .Set(1);
   time_to_first_token_ = &prometheus::BuildHistogram()
                               .Name("placer_time_to_first_token_seconds")

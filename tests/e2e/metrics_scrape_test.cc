@@ -43,16 +43,22 @@ TEST(Metrics, BuildInfoProcessAndRequestCountersAreScraped) {
   ASSERT_TRUE(body.has_value()) << daemon.Log();
   const std::map<std::string, double> samples = ParseExposition(*body);
 
+  // The commit the binary was built from: the source tree's, read at build time (a build
+  // directory configured at an older commit must not name that one).
+  const CommandResult head =
+      RunCommand(std::string("git -C ") + PLACER_SOURCE_DIR + " rev-parse --short=12 HEAD");
+  std::string commit = head.exit_code == 0 ? head.output.substr(0, head.output.find('\n')) : "unknown";
   bool build_info = false;
   for (const auto& [name, value] : samples) {
     if (name.rfind("placer_build_info{", 0) == 0) {
       build_info = true;
       EXPECT_EQ(value, 1);
       EXPECT_NE(name.find("version=\"0.1.0\""), std::string::npos) << name;
-      EXPECT_NE(name.find("commit=\""), std::string::npos) << name;
+      EXPECT_NE(name.find("commit=\"" + commit + "\""), std::string::npos) << name;
     }
   }
   EXPECT_TRUE(build_info) << *body;
+  EXPECT_NE(daemon.Log().find("placerd 0.1.0 (" + commit + ")"), std::string::npos) << daemon.Log();
   ASSERT_TRUE(samples.count("process_resident_memory_bytes")) << *body;
   EXPECT_GT(samples.at("process_resident_memory_bytes"), 1 << 20);
   ASSERT_TRUE(samples.count("process_start_time_seconds"));
