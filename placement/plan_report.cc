@@ -42,8 +42,8 @@ std::string QuantizationSummary(const Plan& plan) {
                             ? " (the lm_head is tied: one packed table, whose lookup dequantizes "
                               "the rows it reads)"
                             : "",
-                        "; embeddings", plan.sizing.lm_head_tied ? " aside" : "",
-                        ", norms and biases stay ", kept);
+                        "; the other weights stay ", kept,
+                        " (a pre-quantized checkpoint's packed layers aside)");
   }
   if (plan.sizing.quantize.quantizes_lm_head() && plan.sizing.lm_head_tied) {
     return absl::StrCat("--quantize ", loader::DescribeQuantizeOptions(plan.sizing.quantize),
