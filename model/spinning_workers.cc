@@ -83,7 +83,6 @@ bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
     return true;
   }
   fn_ = &fn;
-  tasks_ = tasks;
   chunk_starts_ = ChunkStarts(tasks, participants_);
   const int64_t chunks = static_cast<int64_t>(chunk_starts_.size()) - 1;
   chunks_done_.store(0, std::memory_order_relaxed);

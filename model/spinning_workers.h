@@ -57,7 +57,6 @@ class SpinningWorkers {
   // The posted loop; written only while no chunk of the previous one is unfinished, read
   // only by a participant holding one of its chunks.
   const RangeFn* fn_ = nullptr;
-  int64_t tasks_ = 0;
   std::vector<int64_t> chunk_starts_;  // chunk i is [chunk_starts_[i], chunk_starts_[i + 1])
   int participants_ = 1;
 
