@@ -5,12 +5,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
 namespace placer::loader {
+namespace {
+
+// The live mappings, start -> end, for DropResidentPages.
+std::mutex& MappingsMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<std::uintptr_t, std::uintptr_t>& Mappings() {
+  static std::map<std::uintptr_t, std::uintptr_t> mappings;
+  return mappings;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(
     const std::string& path, std::uint64_t expected_size) {
@@ -48,12 +64,38 @@ absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(
     }
   }
   ::close(fd);  // the mapping keeps the file alive
+  if (address != nullptr) {
+    const auto start = reinterpret_cast<std::uintptr_t>(address);
+    std::lock_guard<std::mutex> lock(MappingsMutex());
+    Mappings()[start] = start + size;
+  }
   return std::shared_ptr<const MappedFile>(
       new MappedFile(path, static_cast<std::uint8_t*>(address), size));
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(data_, size_);
+  if (data_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(MappingsMutex());
+    Mappings().erase(reinterpret_cast<std::uintptr_t>(data_));
+  }
+  ::munmap(data_, size_);
+}
+
+bool MappedFile::DropResidentPages(const void* begin, std::uint64_t bytes) {
+  const auto first = reinterpret_cast<std::uintptr_t>(begin);
+  std::lock_guard<std::mutex> lock(MappingsMutex());
+  auto it = Mappings().upper_bound(first);
+  if (it == Mappings().begin()) return false;
+  --it;
+  const std::uintptr_t start = it->first, end = it->second;
+  if (first < start || bytes > end - first) return false;
+  // Whole pages, rounded outwards but kept inside the mapping (its start is page aligned).
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t from = first / page * page;
+  const std::uintptr_t to = std::min(end, (first + bytes + page - 1) / page * page);
+  if (to <= from) return true;
+  return ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED) == 0;
 }
 
 }  // namespace placer::loader

@@ -27,6 +27,14 @@ class MappedFile {
   std::uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // When [begin, begin + bytes) lies inside a live mapping, drops the pages holding it from this
+  // process's resident set (MADV_DONTNEED) and returns true; false (doing nothing) for any other
+  // memory. Safe for any such range, neighbours included: the mapping is read-only and private,
+  // so a dropped page is read back unchanged from the page cache (or the file) on its next
+  // touch. For weights re-laid out into memory of their own (model/bf16_tiles.h), whose mapped
+  // bytes would otherwise stay resident beside the copy.
+  static bool DropResidentPages(const void* begin, std::uint64_t bytes);
+
  private:
   MappedFile(std::string path, std::uint8_t* data, std::uint64_t size)
       : path_(std::move(path)), data_(data), size_(size) {}
