@@ -13,6 +13,7 @@
 #include "base/openblas_core.h"
 #include "model/causal_lm.h"
 #include "model/prompt_chunk_linear.h"
+#include "model/bf16_tiles.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
@@ -113,6 +114,13 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
     for (model::Bf16Isa bf16 : model::RunnableBf16Isas()) {
       point["bf16_out_in_ms"][model::Bf16IsaName(bf16)] = MedianMilliseconds(each([&](size_t i) {
         model::SmallBatchLinearBf16(inputs_bf16[i], weights_bf16[i], {}, bf16);
+      }), runs);
+    }
+    if (model::Bf16TilesRun()) {  // the same weights in AMX tile order (model/bf16_tiles.h)
+      std::vector<at::Tensor> tiles;
+      for (const at::Tensor& w : weights_bf16) tiles.push_back(model::PackBf16Tiles(w));
+      point["bf16_out_in_ms"]["amx_tiles"] = MedianMilliseconds(each([&](size_t i) {
+        model::Bf16TileLinear(inputs_bf16[i], tiles[i], {});
       }), runs);
     }
     points.push_back(point);

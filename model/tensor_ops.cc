@@ -9,6 +9,7 @@
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_linear.h"
+#include "model/bf16_tiles.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
@@ -103,6 +104,8 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const int64_t rows = in > 0 ? x.numel() / in : 0;
   // Packed weights (--quantize, quantized checkpoints) are read in their packed bytes.
   if (loader::IsPackedWeight(weight)) return QuantizedLinear(x, weight, bias);
+  // BF16 weights in AMX tile order (packed on the block's first call: Bf16TileRepacker).
+  if (IsBf16TileWeight(weight)) return Bf16TileLinear(x, weight, bias);
   // BF16 weights (a BF16 checkpoint served as it is): a decode step's few rows read each
   // weight once; prompt chunks go to ATen's BF16 GEMM below.
   const Bf16Isa bf16 = DetectBf16Isa();

@@ -13,7 +13,7 @@ namespace placer::runtime {
 absl::StatusOr<std::unique_ptr<BlockRunner>> BlockRunner::Create(
     std::shared_ptr<const loader::Checkpoint> checkpoint, std::vector<BlockSpec> blocks,
     const RuntimePlan& plan, at::ScalarType dtype, std::shared_ptr<RuntimeAccounting> accounting,
-    std::vector<std::shared_ptr<BlockHook>> extra_hooks) {
+    std::vector<std::shared_ptr<BlockHook>> extra_hooks, WeightRepacker resident_repacker) {
   std::unique_ptr<BlockRunner> runner(new BlockRunner(plan.virtual_gpus, std::move(accounting)));
   PLACER_ASSIGN_OR_RETURN(auto bound, BindBlocks(checkpoint, std::move(blocks), plan, dtype,
                                                  runner->accounting_.get()));
@@ -28,6 +28,12 @@ absl::StatusOr<std::unique_ptr<BlockRunner>> BlockRunner::Create(
   if (staging != nullptr) runner->hooks_.push_back(std::move(staging));
   if (plan.prefetch && std::any_of(runner->blocks_.begin(), runner->blocks_.end(), RunsFromDisk)) {
     runner->hooks_.push_back(std::make_shared<DiskReadaheadHook>(runner->blocks_));
+  }
+  if (resident_repacker &&
+      std::any_of(runner->blocks_.begin(), runner->blocks_.end(),
+                  RepackResidentWeightsHook::Applies)) {
+    runner->hooks_.push_back(std::make_shared<RepackResidentWeightsHook>(
+        runner->blocks_, std::move(resident_repacker)));
   }
   runner->hooks_.push_back(std::make_shared<ComputeTimingHook>(runner->accounting_.get()));
   for (auto& hook : extra_hooks) runner->hooks_.push_back(std::move(hook));

@@ -2,7 +2,8 @@
 // once where the plan puts them (bound_block.h), and each block's call runs through a chain of
 // hooks, one concern each (block_hook.h): AlignDevicesHook moves the inputs onto the block's
 // execution device, StageWeightsHook stages offloaded weights with prefetch,
-// DiskReadaheadHook reads ahead blocks that run from the mapped files, ComputeTimingHook
+// DiskReadaheadHook reads ahead blocks that run from the mapped files,
+// RepackResidentWeightsHook gives host-memory weights the CPU kernels' layout, ComputeTimingHook
 // counts compute. A new concern is one more hook (ModelRuntime::extra_hooks); the model's code
 // asks for weights and never names a device.
 #pragma once
@@ -19,6 +20,7 @@
 #include "runtime/block_hook.h"
 #include "runtime/bound_block.h"
 #include "runtime/device_transfer.h"
+#include "runtime/repack_resident_weights_hook.h"
 #include "runtime/runtime_accounting.h"
 #include "runtime/runtime_plan.h"
 
@@ -28,12 +30,15 @@ class BlockRunner {
  public:
   // Binds the blocks (errors name the block and tensor) and builds the hook chain: the
   // default hooks, then `extra_hooks` in order (innermost: they see each block's inputs on its
-  // execution device and its weights there).
+  // execution device and its weights there). `resident_repacker`, when set, re-lays out the
+  // weights of blocks held and run in host memory on their first call
+  // (RepackResidentWeightsHook).
   static absl::StatusOr<std::unique_ptr<BlockRunner>> Create(
       std::shared_ptr<const loader::Checkpoint> checkpoint, std::vector<BlockSpec> blocks,
       const RuntimePlan& plan, at::ScalarType dtype,
       std::shared_ptr<RuntimeAccounting> accounting,
-      std::vector<std::shared_ptr<BlockHook>> extra_hooks = {});
+      std::vector<std::shared_ptr<BlockHook>> extra_hooks = {},
+      WeightRepacker resident_repacker = nullptr);
 
   size_t block_count() const { return blocks_.size(); }
   const BoundBlock& block(size_t index) const { return blocks_[index]; }

@@ -145,7 +145,12 @@ TEST_P(ComputeDtype, Bf16DecodeRowsAreTheSameBitsAloneAndBatched) {
 }
 
 TEST_P(ComputeDtype, Bf16OnASpreadMapGivesTheSingleDeviceAnswer) {
-  Loaded single = Load(DType::kBF16);
+  // The single device is a virtual GPU, as the spread map's execution device: layers held and
+  // run in host memory may take other kernels (AMX tiles: model/bf16_tiles.h).
+  RuntimePlan gpu;
+  gpu.device_map = {{"", Device::Cuda(0)}};
+  gpu.execution_device = Device::Cuda(0);
+  Loaded single = Load(DType::kBF16, gpu);
   RuntimePlan plan;
   const std::string layer = GetParam().layer_prefix;
   // Layers over two virtual GPUs, the CPU (staged) and disk (converted through the offload
