@@ -21,10 +21,18 @@ namespace {
 // the 32 registers; an 8-row tile of 3 weight rows ran at 144 GFLOP/s on one core against 110-
 // 121 with 2 (weights in cache, a standalone experiment; bench/analysis.md), and memory-bound
 // single rows do not care. AVX2 (16 registers): two rows for 4 input rows. Prefetching four
-// tiles ahead was faster than none at 1-2 rows in a standalone experiment during development.
+// tiles ahead was faster than none at 1-2 rows in a standalone experiment during development,
+// but not on Zen 4, where few rows want a single stream (below).
 constexpr int kTileRows512 = 3;
 constexpr int kTileRows256 = 2;
 constexpr int64_t kPrefetchTiles = 4;
+// Up to this many input rows a tile is one weight row, unprefetched: each thread's weights are
+// then one sequential stream, which the hardware prefetchers follow. On a Zen 4 EPYC the small
+// preset's 1-row products took 18.3 ms in tiles of 3 rows prefetched ahead (three streams 4 KiB
+// apart, three more ahead) against 10.8; equal at 4 rows, slower past them, where the
+// arithmetic, not the stream, bounds the tile (bench/analysis.md, "One weight stream per
+// thread"). The arithmetic of an output is the same whatever the tile.
+constexpr int kOneStreamMaxRows = 2;
 // Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
 // in cache for the second chunk (only rows beyond one chunk read it again).
 constexpr int64_t kBlockBytes = 32 << 10;
@@ -48,7 +56,7 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(c
     __m512 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       wv[t] = _mm512_loadu_ps(w + t * in + k);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      if constexpr (T > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m512 xv = _mm512_loadu_ps(x + r * in + k);
@@ -95,7 +103,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
     __m256 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       wv[t] = _mm256_loadu_ps(w + t * in + k);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      if constexpr (T > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m256 xv = _mm256_loadu_ps(x + r * in + k);
@@ -124,11 +132,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
     const float* x = op.x + m * op.in;                                                        \
     float* y = op.y + m * op.out;                                                             \
     int64_t n = n0;                                                                           \
-    for (; n + TILE_ROWS <= n1; n += TILE_ROWS) {                                             \
-      const int64_t ahead_row = n + kPrefetchTiles * TILE_ROWS;                               \
-      const float* ahead =                                                                    \
-          op.weight + (ahead_row + TILE_ROWS <= op.out ? ahead_row : n) * op.in;              \
-      TILE<R, TILE_ROWS>(op, x, op.weight + n * op.in, ahead, y + n, n);                      \
+    if constexpr (R > kOneStreamMaxRows) {                                                    \
+      for (; n + TILE_ROWS <= n1; n += TILE_ROWS) {                                           \
+        const int64_t ahead_row = n + kPrefetchTiles * TILE_ROWS;                             \
+        const float* ahead =                                                                  \
+            op.weight + (ahead_row + TILE_ROWS <= op.out ? ahead_row : n) * op.in;            \
+        TILE<R, TILE_ROWS>(op, x, op.weight + n * op.in, ahead, y + n, n);                    \
+      }                                                                                       \
     }                                                                                         \
     for (; n < n1; ++n) {                                                                     \
       const float* w = op.weight + n * op.in;                                                 \
