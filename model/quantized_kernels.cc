@@ -190,11 +190,14 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Tile5
   }
 }
 
-// Weight rows per tile for R input rows: enough independent fma chains at one row, the
-// accumulators (3 vectors per weight row and input row) within the 32 registers at more.
+// Weight rows per tile for R input rows: one at one or two rows, so each thread's weights are
+// one sequential stream (on a Zen 4 EPYC, tiles of 4 rows took the small preset's int8 decode
+// step 5.4-5.7 ms against 3.2-3.4: bench/analysis.md, "One weight stream per thread"); two at
+// 3-4 rows; the accumulators (3 vectors per weight row and input row) within the 32 registers
+// at more. An output's arithmetic is the same whatever the tile.
 template <int R>
 constexpr int WeightRowsPerTile512() {
-  return R == 1 ? 4 : R <= 4 ? 2 : 1;
+  return R <= 2 ? 1 : R <= 4 ? 2 : 1;
 }
 
 template <int R>

@@ -249,10 +249,13 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void ChunkVnni(
     const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n0, int64_t n1) {
-  // Weight rows per tile: enough independent chains at one or two rows, the accumulators
-  // (one per weight row and input row) and unpacked weights (two each) within the registers
-  // (8 rows x 2: 16 accumulators, 4 weight and 2 activation vectors, 2 scales, constants).
-  constexpr int kT = R <= 2 ? 4 : 2;
+  // Weight rows per tile: one at one or two rows, so each thread's weights are one sequential
+  // stream (on a Zen 4 EPYC, tiles of 4 rows took the ~1.1B int4a8 decode step 33-37 ms against
+  // 24.4-24.9: bench/analysis.md, "One weight stream per thread"); two at more, the
+  // accumulators (one per weight row and input row) and unpacked weights (two each) within the
+  // registers (8 rows x 2: 16 accumulators, 4 weight and 2 activation vectors, 2 scales,
+  // constants). An output's arithmetic is the same whatever the tile.
+  constexpr int kT = R <= 2 ? 1 : 2;
   int64_t n = n0;
   if (op.group_size == 32) {
     for (; n + kT <= n1; n += kT) TileVnni32<R, kT>(op, xa, r0, n);
