@@ -7,10 +7,10 @@
 
 #include <cstdint>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "loader/quantized_weight.h"
+#include "tests/loader/smaps_line.h"
 
 namespace placer::loader {
 namespace {
@@ -18,23 +18,7 @@ namespace {
 constexpr int64_t kHugePage = int64_t{2} << 20;
 
 // The VmFlags line of the /proc/self/smaps mapping that contains `address`; empty if none does.
-std::string VmFlagsAt(const void* address) {
-  std::ifstream smaps("/proc/self/smaps");
-  const uintptr_t at = reinterpret_cast<uintptr_t>(address);
-  std::string line;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    uintptr_t start = 0, end = 0;
-    char dash = 0;
-    std::istringstream range(line);
-    if (range >> std::hex >> start >> dash >> end && dash == '-') {
-      inside = start <= at && at < end;
-      continue;
-    }
-    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
-  }
-  return "";
-}
+std::string VmFlagsAt(const void* address) { return SmapsLineAt(address, "VmFlags:"); }
 
 bool KernelHasTransparentHugePages() {
   std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/loader/smaps_line.h"
 
 namespace placer::loader {
 namespace {
@@ -23,21 +23,8 @@ namespace fs = std::filesystem;
 
 // The Rss (KiB) of the /proc/self/smaps mapping that contains `address`; -1 if none does.
 int64_t RssKibAt(const void* address) {
-  std::ifstream smaps("/proc/self/smaps");
-  const uintptr_t at = reinterpret_cast<uintptr_t>(address);
-  std::string line;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    uintptr_t start = 0, end = 0;
-    char dash = 0;
-    std::istringstream range(line);
-    if (range >> std::hex >> start >> dash >> end && dash == '-') {
-      inside = at >= start && at < end;
-      continue;
-    }
-    if (inside && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4));
-  }
-  return -1;
+  const std::string line = SmapsLineAt(address, "Rss:");
+  return line.empty() ? -1 : std::stoll(line.substr(4));
 }
 
 TEST(MappedFile, DroppedPagesLeaveTheResidentSetAndReadBackUnchanged) {

@@ -17,6 +17,7 @@
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
 #include "runtime/block_hook.h"
+#include "tests/model/made_checkpoint.h"
 
 namespace placer::model {
 namespace {
@@ -180,13 +181,10 @@ class ServedBf16Tiles : public ::testing::Test {
     // Biases everywhere (attention and MLP), 96 MLP outputs (a group of 4 stripes and a tail
     // of 2), a vocabulary of 320 (20 stripes) with an untied head; BF16 on disk, so the CPU
     // blocks bind zero-copy views of the mapped shard.
-    ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir_.string(),
-                                       " --arch llama --layers 3 --hidden 64 --heads 4 "
-                                       "--kv-heads 2 --intermediate 96 --vocab 320 --seed 31 "
-                                       "--attention-bias --mlp-bias --dtype BF16 > /dev/null")
-                              .c_str()),
-              0);
-    auto checkpoint = loader::Checkpoint::Open(dir_.string());
+    auto checkpoint = MakeAndOpenCheckpoint(
+        dir_.string(), "--arch llama --layers 3 --hidden 64 --heads 4 --kv-heads 2 "
+                       "--intermediate 96 --vocab 320 --seed 31 --attention-bias --mlp-bias "
+                       "--dtype BF16");
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     checkpoint_ = *checkpoint;
   }

@@ -14,6 +14,7 @@
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
 #include "runtime/block_hook.h"
+#include "tests/model/made_checkpoint.h"
 
 namespace placer::model {
 namespace {
@@ -59,11 +60,7 @@ class BlockHooks : public ::testing::TestWithParam<std::string> {
                                  ? "--arch gpt2 --layers 4 --hidden 64 --heads 4 --vocab 300"
                                  : "--arch llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 "
                                    "--intermediate 96 --vocab 300 --attention-bias --mlp-bias";
-    ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir_.string(), " ",
-                                       args, " --seed 21 > /dev/null")
-                              .c_str()),
-              0);
-    auto checkpoint = loader::Checkpoint::Open(dir_.string());
+    auto checkpoint = MakeAndOpenCheckpoint(dir_.string(), absl::StrCat(args, " --seed 21"));
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     checkpoint_ = *checkpoint;
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
+#include "tests/model/made_checkpoint.h"
 
 namespace placer::model {
 namespace {
@@ -30,11 +31,7 @@ class ComputeDtype : public ::testing::TestWithParam<Architecture> {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / absl::StrCat("placer-dtype-", getpid(), "-", GetParam().name);
     fs::remove_all(dir_);
-    ASSERT_EQ(std::system(absl::StrCat(PLACER_MAKE_CHECKPOINT_PATH, " --out ", dir_.string(), " ",
-                                       GetParam().writer_args, " > /dev/null")
-                              .c_str()),
-              0);
-    auto checkpoint = loader::Checkpoint::Open(dir_.string());
+    auto checkpoint = MakeAndOpenCheckpoint(dir_.string(), GetParam().writer_args);
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     checkpoint_ = *checkpoint;
   }
