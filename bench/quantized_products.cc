@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/quantized_weight.h"
+#include "model/prompt_chunk_bf16.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
 #include "model/small_batch_bf16.h"
@@ -100,6 +101,12 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
             MedianMilliseconds(each([&](size_t i) {
           model::UnpackQuantizedWeight(packed[s][i], at::kBFloat16, isa, scratch);
           at::linear(inputs[i], scratch);
+        }), runs);
+      }
+      // Or the BF16 prompt-chunk kernel, each task's rows unpacked where it uses them.
+      if (model::PromptChunkBf16Runs() && model::DetectQuantIsa() == model::QuantIsa::kAvx512) {
+        ways["prompt_chunk"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedPromptChunkBf16(inputs[i], packed[s][i], {});
         }), runs);
       }
       point[std::string(schemes[s].name) + "_ms"] = ways;

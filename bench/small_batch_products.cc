@@ -14,6 +14,7 @@
 #include "model/causal_lm.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/bf16_tiles.h"
+#include "model/prompt_chunk_bf16.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
@@ -114,6 +115,11 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
     for (model::Bf16Isa bf16 : model::RunnableBf16Isas()) {
       point["bf16_out_in_ms"][model::Bf16IsaName(bf16)] = MedianMilliseconds(each([&](size_t i) {
         model::SmallBatchLinearBf16(inputs_bf16[i], weights_bf16[i], {}, bf16);
+      }), runs);
+    }
+    if (model::PromptChunkBf16Runs()) {
+      point["bf16_out_in_ms"]["prompt_chunk"] = MedianMilliseconds(each([&](size_t i) {
+        model::PromptChunkLinearBf16(inputs_bf16[i], weights_bf16[i], {});
       }), runs);
     }
     if (model::Bf16TilesRun()) {  // the same weights in AMX tile order (model/bf16_tiles.h)

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "loader/quantized_weight.h"
+#include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpack.h"
@@ -294,6 +295,24 @@ void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, Quant
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
 }
 
+at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) && x.scalar_type() == at::kBFloat16 &&
+                  PromptChunkBf16Runs() && DetectQuantIsa() == QuantIsa::kAvx512,
+              "QuantizedPromptChunkBf16: BF16 rows, a packed host weight, an AVX512-BF16 CPU");
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits, layout.in,
+                          layout.group_size, layout.groups(), layout.block_bytes()};
+  const int64_t row_bytes = layout.groups() * layout.block_bytes();
+  return PromptChunkLinearBf16(
+      x, layout.out,
+      [&](int64_t first, int64_t count, uint16_t* out) {
+        UnpackOperands rows = op;
+        rows.w += first * row_bytes;
+        UnpackRowsAvx512(rows, 0, count, out);
+      },
+      bias);
+}
+
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const QuantIsa isa = DetectQuantIsa();
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
@@ -326,6 +345,10 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
           UnpackRowsAvx512(rows, 0, count, out);
         },
         bias.defined() ? bias.to(at::kFloat) : at::Tensor());
+  }
+  if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows) &&
+      QuantizedLinearApplies(x, weight, bias)) {
+    return QuantizedPromptChunkBf16(x, weight, bias);
   }
   // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
   // seen): a prompt chunk never holds a dequantized layer, let alone the model.

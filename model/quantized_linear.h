@@ -70,6 +70,12 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
 void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
                            at::Tensor& scratch);
 
+// BF16 rows (a BF16 checkpoint under --quantize) by the BF16 prompt-chunk kernel
+// (prompt_chunk_bf16.h), each task's weight rows unpacked (AVX-512) where it uses them: bit for
+// bit PromptChunkLinearBf16 over the weight unpacked to BF16, without writing it out. Requires
+// QuantizedLinearApplies, BF16 x, PromptChunkBf16Runs() and DetectQuantIsa() == kAvx512.
+at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (DetectQuantIsa), else the weight dequantized into the calling
 // thread's scratch buffer and ATen's linear.

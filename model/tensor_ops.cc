@@ -10,6 +10,7 @@
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_linear.h"
 #include "model/bf16_tiles.h"
+#include "model/prompt_chunk_bf16.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
 
@@ -107,10 +108,14 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   // BF16 weights in AMX tile order (packed on the block's first call: Bf16TileRepacker).
   if (IsBf16TileWeight(weight)) return Bf16TileLinear(x, weight, bias);
   // BF16 weights (a BF16 checkpoint served as it is): a decode step's few rows read each
-  // weight once; prompt chunks go to ATen's BF16 GEMM below.
+  // weight once; prompt chunks to the BF16 prompt-chunk kernel with AVX512-BF16, else to
+  // ATen's BF16 GEMM below.
   const Bf16Isa bf16 = DetectBf16Isa();
   if (rows >= 1 && rows <= SmallBatchBf16MaxRows(bf16) && SmallBatchBf16Applies(x, weight, bias)) {
     return SmallBatchLinearBf16(x, weight, bias, bf16);
+  }
+  if (PromptChunkBf16Takes(rows) && SmallBatchBf16Applies(x, weight, bias)) {
+    return PromptChunkLinearBf16(x, weight, bias);
   }
   const VectorIsa isa = DetectVectorIsa();
   if (rows >= 1 && rows <= SmallBatchLinearMaxRows(isa) &&

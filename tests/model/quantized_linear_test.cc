@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "loader/quantized_weight.h"
+#include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/tensor_ops.h"
 
@@ -199,6 +200,31 @@ TEST(QuantizedLinear, F32PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
       const at::Tensor x = Random({rows, 256}, 23);
       EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, bias), PromptChunkLinear(x, dense, bias)))
           << "bits " << bits << " group " << group << " rows " << rows;
+    }
+  }
+}
+
+TEST(QuantizedLinear, Bf16PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
+  // The BF16 prompt-chunk kernel over a packed weight: bit for bit the kernel over the whole
+  // weight unpacked to BF16, with partial tasks and blocks, a bias, several blocks; and what
+  // QuantizedLinear gives BF16 rows past the packed kernels' limit.
+  if (DetectQuantIsa() != QuantIsa::kAvx512 || !PromptChunkBf16Runs()) {
+    GTEST_SKIP() << "this CPU lacks AVX512-BF16";
+  }
+  for (auto [bits, group] : {std::pair<int, int64_t>{4, 128}, {8, 256}, {4, 32}}) {
+    const at::Tensor packed = Pack(bits, 100, 256, group, 31);
+    const at::Tensor dense = loader::DequantizeLinearWeight(packed, at::kBFloat16);
+    const at::Tensor bias = Random({100}, 32).to(at::kBFloat16);
+    const int64_t max_rows =
+        QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16);
+    for (int64_t rows : {9, 33, 64, 100, 128}) {
+      const at::Tensor x = Random({rows, 256}, 33).to(at::kBFloat16);
+      const at::Tensor want = PromptChunkLinearBf16(x, dense, bias);
+      EXPECT_TRUE(at::equal(QuantizedPromptChunkBf16(x, packed, bias), want))
+          << "bits " << bits << " group " << group << " rows " << rows;
+      if (rows > max_rows && PromptChunkBf16Takes(rows)) {
+        EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, bias), want)) << "through QuantizedLinear, rows " << rows;
+      }
     }
   }
 }

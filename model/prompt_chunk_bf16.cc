@@ -1,0 +1,257 @@
+#include "model/prompt_chunk_bf16.h"
+
+#include <ATen/Parallel.h>
+
+// GCC 12's AVX-512 intrinsics warn about themselves (see prompt_chunk_linear.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "model/small_batch_bf16.h"
+#include "model/spinning_workers.h"
+
+namespace placer::model {
+namespace {
+
+// Input rows per rearranged block: 4 vectors of 16.
+constexpr int64_t kBlockRows = 64;
+// Weight rows per unit of parallel work: a multiple of every tile's row count (6, 8, 12, 24).
+constexpr int64_t kWeightRowsPerTask = 48;
+// Past this many rows ATen's GEMM is left the chunk (`placer-bench-model products`,
+// bench/analysis.md "BF16 prompt chunks").
+constexpr int64_t kMostRows = 128;
+
+// The pair of BF16 values at p (bits, little-endian: the first value in the low half).
+inline uint32_t PairAt(const uint16_t* p) {
+  uint32_t pair;
+  std::memcpy(&pair, p, sizeof(pair));
+  return pair;
+}
+
+// Rows [0, rows) of x ([rows, in] BF16 bits) as [pairs][64] pairs, zeros past `rows` (at most
+// 64) and in the second half of an odd `in`'s last pair.
+__attribute__((target("avx512f"))) void RearrangeBlock(const uint16_t* x, int64_t in, int64_t rows,
+                                                        uint32_t* xt) {
+  const int64_t whole_pairs = in / 2;
+  const int64_t pairs = (in + 1) / 2;
+  const __m512i offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(in * 2)));
+  for (int64_t first = 0; first < kBlockRows; first += 16) {
+    const int64_t valid = std::clamp<int64_t>(rows - first, 0, 16);
+    if (valid == 0) {
+      for (int64_t p = 0; p < pairs; ++p) _mm512_store_si512(xt + p * kBlockRows + first, _mm512_setzero_si512());
+      continue;
+    }
+    const auto mask = static_cast<__mmask16>(valid == 16 ? 0xFFFF : (1u << valid) - 1);
+    const uint16_t* base = x + first * in;
+    for (int64_t p = 0; p < whole_pairs; ++p) {
+      _mm512_store_si512(xt + p * kBlockRows + first,
+                         _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets, base + 2 * p, 1));
+    }
+    if (pairs > whole_pairs) {
+      // The last input alone: read as 16 bits, so nothing past a row (or the tensor) is read.
+      alignas(64) uint32_t last[16] = {};
+      for (int64_t r = 0; r < valid; ++r) last[r] = base[r * in + in - 1];
+      _mm512_store_si512(xt + whole_pairs * kBlockRows + first, _mm512_load_si512(last));
+    }
+  }
+}
+
+// 16 floats rounded to BF16 bits as c10::BFloat16(float) does: to nearest even on the bits
+// (denormals kept, unlike vcvtneps2bf16), any NaN to 0x7FC0.
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m256i RoundToBf16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                                  _mm512_set1_epi32(0x7FC0));
+  return _mm512_cvtepi32_epi16(rounded);
+}
+
+struct Operands {
+  const uint32_t* xt;     // [blocks][pairs][64]
+  const uint16_t* weight;  // [out, in] BF16 bits, or null: `dense_rows` gives each task its rows
+  const DenseBf16WeightRows* dense_rows;
+  const float* bias;  // [out] or null
+  uint16_t* y;        // [rows, out] BF16 bits
+  int64_t rows, in, out;
+};
+
+// T weight rows (w, w + in, ...) times the J x 16 rows of one rearranged block, written to
+// y[r * y_stride + t] for the block's first `rows` rows. Each output is the same chain of vdpbf16ps
+// over the pairs from zero, then + bias, whatever J and T are.
+template <int J, int T>
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void Tile(
+    const uint32_t* xt, const uint16_t* w, int64_t in, int64_t y_stride, int64_t rows,
+    const float* bias, uint16_t* y, const uint16_t* next) {
+  __m512 acc[T][J];
+  _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) acc[t][j] = _mm512_setzero_ps();
+  }
+  const int64_t whole_pairs = in / 2;
+  // The next tile's T contiguous weight rows, prefetched into L2 as one sequential stream in
+  // step with this tile's (T x 4 bytes per pair), as the float32 kernel does.
+  const char* ahead = reinterpret_cast<const char*>(next);
+  for (int64_t p = 0; p < whole_pairs; ++p) {
+    _mm_prefetch(ahead + ((p * T * 4) & ~int64_t{63}), _MM_HINT_T1);
+    if (T > 16) _mm_prefetch(ahead + ((p * T * 4 + 32) & ~int64_t{63}), _MM_HINT_T1);
+    __m512bh xv[J];
+    _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
+      xv[j] = (__m512bh)_mm512_load_si512(xt + p * kBlockRows + 16 * j);
+    }
+    _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
+      const __m512bh wt = (__m512bh)_mm512_set1_epi32(static_cast<int>(PairAt(w + t * in + 2 * p)));
+      _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
+        acc[t][j] = _mm512_dpbf16_ps(acc[t][j], wt, xv[j]);
+      }
+    }
+  }
+  if (whole_pairs * 2 < in) {
+    // An odd `in`: the last input paired with zero (its rearranged pair holds a zero too).
+    __m512bh xv[J];
+    _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
+      xv[j] = (__m512bh)_mm512_load_si512(xt + whole_pairs * kBlockRows + 16 * j);
+    }
+    _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
+      const __m512bh wt = (__m512bh)_mm512_set1_epi32(static_cast<int>(w[t * in + in - 1]));
+      _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
+        acc[t][j] = _mm512_dpbf16_ps(acc[t][j], wt, xv[j]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m512 b = _mm512_set1_ps(bias != nullptr ? bias[t] : 0.0f);
+    for (int j = 0; j < J; ++j) {
+      alignas(32) uint16_t lanes[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), RoundToBf16(_mm512_add_ps(acc[t][j], b)));
+      const int64_t valid = std::min<int64_t>(16, rows - 16 * j);
+      for (int64_t l = 0; l < valid; ++l) y[(16 * j + l) * y_stride + t] = lanes[l];
+    }
+  }
+}
+
+// Weight rows [n0, n1) (the first at `w`) against one block. The tile keeps 24 accumulators
+// whatever J is, in 24 + J + 1 of the 32 vector registers.
+template <int J>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void WeightRowsAgainstBlock(
+    const Operands& op, const uint16_t* w, int64_t block, int64_t n0, int64_t n1) {
+  constexpr int T = 24 / J;
+  const int64_t pairs = (op.in + 1) / 2;
+  const uint32_t* xt = op.xt + block * pairs * kBlockRows;
+  const int64_t rows = std::min(kBlockRows, op.rows - block * kBlockRows);
+  // The tiles write the task's outputs here, [rows][kWeightRowsPerTask], then each row goes to
+  // y at once: written straight into y, a tile's 64 rows of 2-byte outputs, y's row length
+  // apart (4 KiB for 2048 outputs), fall in one L1 set and evict each other on every tile.
+  alignas(64) uint16_t outputs[kBlockRows * kWeightRowsPerTask];
+  const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
+  // (The last tile's "next" runs past the task's rows: harmless, a prefetch never faults.)
+  const auto next = [&](int64_t n_next) { return w + (std::min(n_next, n1 - 1) - n0) * op.in; };
+  int64_t n = n0;
+  for (; n + T <= n1; n += T) {
+    Tile<J, T>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
+               outputs + (n - n0), next(n + T));
+  }
+  for (; n < n1; ++n) {
+    Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
+               outputs + (n - n0), next(n + 1));
+  }
+  uint16_t* y = op.y + block * kBlockRows * op.out + n0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(y + r * op.out, outputs + r * kWeightRowsPerTask, sizeof(uint16_t) * (n1 - n0));
+  }
+}
+
+void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
+  const uint16_t* w = op.weight != nullptr ? op.weight + n0 * op.in : nullptr;
+  if (w == nullptr) {
+    // This task's rows only, in a buffer its thread keeps: they stay in the core's cache from
+    // being written to being read by every block of inputs.
+    thread_local std::vector<uint16_t> rows_here;
+    rows_here.resize(static_cast<size_t>((n1 - n0) * op.in));
+    (*op.dense_rows)(n0, n1 - n0, rows_here.data());
+    w = rows_here.data();
+  }
+  const int64_t blocks = (op.rows + kBlockRows - 1) / kBlockRows;
+  for (int64_t block = 0; block < blocks; ++block) {
+    switch ((std::min(kBlockRows, op.rows - block * kBlockRows) + 15) / 16) {
+      case 1: WeightRowsAgainstBlock<1>(op, w, block, n0, n1); break;
+      case 2: WeightRowsAgainstBlock<2>(op, w, block, n0, n1); break;
+      case 3: WeightRowsAgainstBlock<3>(op, w, block, n0, n1); break;
+      default: WeightRowsAgainstBlock<4>(op, w, block, n0, n1); break;
+    }
+  }
+}
+
+bool BiasApplies(const at::Tensor& bias, int64_t out) {
+  if (!bias.defined()) return true;
+  return bias.device().is_cpu() && bias.layout() == at::kStrided &&
+         (bias.scalar_type() == at::kBFloat16 || bias.scalar_type() == at::kFloat) &&
+         bias.dim() == 1 && bias.is_contiguous() && bias.size(0) == out;
+}
+
+at::Tensor Run(const at::Tensor& x, const uint16_t* weight, const DenseBf16WeightRows* dense_rows,
+               int64_t in, int64_t out, const at::Tensor& bias) {
+  const at::Tensor flat = x.contiguous().view({-1, in});
+  const int64_t rows = flat.size(0);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = out;
+  at::Tensor y = at::empty({rows, out}, flat.options());
+  if (rows == 0 || out == 0) return y.view(shape);
+  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+  const int64_t pairs = (in + 1) / 2;
+  // ATen's CPU allocator aligns to 64 bytes: every [64] row of pairs is aligned.
+  at::Tensor rearranged = at::empty({blocks, pairs, kBlockRows}, flat.options().dtype(at::kInt));
+  const auto* x_bits = reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>());
+  auto* xt = reinterpret_cast<uint32_t*>(rearranged.data_ptr<int32_t>());
+  for (int64_t block = 0; block < blocks; ++block) {
+    RearrangeBlock(x_bits + block * kBlockRows * in, in, std::min(kBlockRows, rows - block * kBlockRows),
+                   xt + block * pairs * kBlockRows);
+  }
+  const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
+  const Operands op{xt, weight, dense_rows, bias32.defined() ? bias32.data_ptr<float>() : nullptr,
+                    reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()), rows, in, out};
+  const int64_t tasks = (out + kWeightRowsPerTask - 1) / kWeightRowsPerTask;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    // One task at a time: a task's rows are what a thread's buffer holds.
+    for (int64_t task = begin; task < end; ++task) {
+      WeightRows(op, task * kWeightRowsPerTask, std::min(out, (task + 1) * kWeightRowsPerTask));
+    }
+  };
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  return y.view(shape);
+}
+
+}  // namespace
+
+bool PromptChunkBf16Runs() { return DetectBf16Isa() == Bf16Isa::kAvx512Bf16; }
+
+bool PromptChunkBf16Takes(int64_t rows) {
+  return PromptChunkBf16Runs() && rows > SmallBatchBf16MaxRows(Bf16Isa::kAvx512Bf16) &&
+         rows <= kMostRows;
+}
+
+at::Tensor PromptChunkLinearBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearBf16 needs AVX512-BF16");
+  TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "PromptChunkLinearBf16: unsupported operands");
+  return Run(x, reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()), nullptr,
+             weight.size(1), weight.size(0), bias);
+}
+
+at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
+                                 const DenseBf16WeightRows& dense_rows, const at::Tensor& bias) {
+  TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearBf16 needs AVX512-BF16");
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && x.layout() == at::kStrided &&
+                  x.dim() >= 1 && x.size(-1) > 0 && out >= 0 && BiasApplies(bias, out),
+              "PromptChunkLinearBf16: unsupported operands");
+  return Run(x, nullptr, &dense_rows, x.size(-1), out, bias);
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop
