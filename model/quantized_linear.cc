@@ -86,12 +86,16 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   //   With the prompt-chunk kernel (prompt_chunk_linear.h) taking F32 chunks of 33-128 rows
   //   (same tool, same CPU): at 16 rows groups of 32 take 18 vs 14, at 32 rows int8 and groups
   //   of 128 21-23 vs 21-21, at 64 40-46 vs 34-35 (groups of 32: 76 vs 36).
-  // Elsewhere (AVX2; BF16 without AMX) the kernels keep chunks up to 128 rows, as measured
-  // before unpacking was vectorized (int4 64-token prefill of the small preset: 125 ms in the
-  // kernels against 327 dequantized).
+  //   BF16 rows without AMX, with AVX512-BF16 (a Zen 4 EPYC, same tool): the BF16 prompt-chunk
+  //   kernel with each task's rows unpacked (QuantizedPromptChunkBf16) takes 12-13 ms from 1 to
+  //   16 rows and 23-25 at 64, the kernels 7-8 at 8 rows, 17-20 at 16, 53-74 at 64.
+  // Elsewhere (AVX2; BF16 without AMX or AVX512-BF16) the kernels keep chunks up to 128 rows,
+  // as measured before unpacking was vectorized (int4 64-token prefill of the small preset: 125
+  // ms in the kernels against 327 dequantized).
   if (isa == QuantIsa::kNone) return 0;
   if (isa == QuantIsa::kAvx512) {
-    if (compute == at::kBFloat16 && BfloatGemmHasAmx()) return 16;
+    // 16, not 8, where the chunk kernel wins from 9: decode steps of up to 16 rows stay exact.
+    if (compute == at::kBFloat16 && (BfloatGemmHasAmx() || PromptChunkBf16Runs())) return 16;
     // (PromptChunkLinear runs on every CPU that runs these kernels: AVX-512F.)
     if (compute == at::kFloat) return layout.group_size <= 32 ? 16 : 32;
   }

@@ -3,8 +3,9 @@
 // registers and multiply it with every row while it is there (never a float copy of the
 // weight); more rows (prompt chunks, QuantizedLinearMaxRows) unpack one weight at a time into a
 // per-thread scratch buffer that is reused (quantized_unpack.h), then run the compute dtype's
-// GEMM (oneDNN for BF16, on AMX tiles where the CPU has them; F32: PromptChunkLinear, which
-// unpacks each task's rows where it uses them, or sgemm).
+// GEMM (BF16: the BF16 prompt-chunk kernel with AVX512-BF16, which unpacks each task's rows
+// where it uses them, else oneDNN, on AMX tiles where the CPU has them; F32: PromptChunkLinear,
+// which unpacks likewise, or sgemm).
 //
 // The kernels compute each block as s · (q · x) + m · (sum of x) in float32 — the weight
 // loader::DequantizeLinearWeight gives, fma(q, s, m), factored so a weight costs one
