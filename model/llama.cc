@@ -7,6 +7,7 @@
 #include "loader/architectures/llama_family.h"
 #include "model/forward_runner.h"
 #include "model/rotary.h"
+#include "model/silu_times.h"
 #include "model/tensor_ops.h"
 #include "base/status_macros.h"
 
@@ -93,8 +94,8 @@ class Llama final : public DecoderOnlyModel {
     hidden = hidden + Linear(attended.For(kLlamaO), w[kLlamaO], w[kLlamaOBias]);
     InputGather y(input_orders(), block, RmsNorm(hidden, w[kLlamaPostNorm], config().norm_eps));
     InputGather gated(input_orders(), block,
-                      at::silu(Linear(y.For(kLlamaGate), w[kLlamaGate], w[kLlamaGateBias])) *
-                          Linear(y.For(kLlamaUp), w[kLlamaUp], w[kLlamaUpBias]));
+                      SiluTimes(Linear(y.For(kLlamaGate), w[kLlamaGate], w[kLlamaGateBias]),
+                                Linear(y.For(kLlamaUp), w[kLlamaUp], w[kLlamaUpBias])));
     hidden = hidden + Linear(gated.For(kLlamaDown), w[kLlamaDown], w[kLlamaDownBias]);
   }
 
