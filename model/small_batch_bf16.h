@@ -27,7 +27,8 @@ Bf16Isa DetectBf16Isa();
 std::vector<Bf16Isa> RunnableBf16Isas();
 const char* Bf16IsaName(Bf16Isa isa);
 
-// Input rows up to which the kernels are used; prompt chunks go to ATen's BF16 GEMM (oneDNN).
+// Input rows up to which the kernels are used; prompt chunks go to the BF16 prompt-chunk kernel
+// (prompt_chunk_bf16.h) with AVX512-BF16, else to ATen's BF16 GEMM (oneDNN).
 int64_t SmallBatchBf16MaxRows(Bf16Isa isa);
 
 // True when x ([..., in]) and weight ([out, in], contiguous) are BF16 CPU tensors and bias is
