@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_bf16.h"
@@ -299,22 +300,31 @@ void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, Quant
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
 }
 
-at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) && x.scalar_type() == at::kBFloat16 &&
-                  PromptChunkBf16Runs() && DetectQuantIsa() == QuantIsa::kAvx512,
-              "QuantizedPromptChunkBf16: BF16 rows, a packed host weight, an AVX512-BF16 CPU");
+namespace {
+
+// What the prompt-chunk kernels call for a task's weight rows: rows [first, first + count) of a
+// packed host weight unpacked (AVX-512) into `out`, float32 or BF16 bits.
+template <typename Out>
+std::function<void(int64_t, int64_t, Out*)> UnpackTaskRowsAvx512(const at::Tensor& weight) {
   const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
   const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits, layout.in,
                           layout.group_size, layout.groups(), layout.block_bytes()};
   const int64_t row_bytes = layout.groups() * layout.block_bytes();
-  return PromptChunkLinearBf16(
-      x, layout.out,
-      [&](int64_t first, int64_t count, uint16_t* out) {
-        UnpackOperands rows = op;
-        rows.w += first * row_bytes;
-        UnpackRowsAvx512(rows, 0, count, out);
-      },
-      bias);
+  return [op, row_bytes](int64_t first, int64_t count, Out* out) {
+    UnpackOperands rows = op;
+    rows.w += first * row_bytes;
+    UnpackRowsAvx512(rows, 0, count, out);
+  };
+}
+
+}  // namespace
+
+at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) && x.scalar_type() == at::kBFloat16 &&
+                  PromptChunkBf16Runs() && DetectQuantIsa() == QuantIsa::kAvx512,
+              "QuantizedPromptChunkBf16: BF16 rows, a packed host weight, an AVX512-BF16 CPU");
+  return PromptChunkLinearBf16(x, loader::PackedLayoutOf(weight)->out,
+                               UnpackTaskRowsAvx512<uint16_t>(weight), bias);
 }
 
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -338,17 +348,8 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
       QuantizedLinearApplies(x, weight, bias)) {
     // The F32 prompt-chunk kernel unpacks each task's rows where it uses them: the same dense
     // rows and products as unpacking the whole weight for Linear below, without writing it out.
-    const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits,
-                            layout.in, layout.group_size, layout.groups(), layout.block_bytes()};
-    const int64_t row_bytes = layout.groups() * layout.block_bytes();
-    return PromptChunkLinear(
-        x, layout.out,
-        [&](int64_t first, int64_t count, float* out) {
-          UnpackOperands rows = op;
-          rows.w += first * row_bytes;
-          UnpackRowsAvx512(rows, 0, count, out);
-        },
-        bias.defined() ? bias.to(at::kFloat) : at::Tensor());
+    return PromptChunkLinear(x, layout.out, UnpackTaskRowsAvx512<float>(weight),
+                             bias.defined() ? bias.to(at::kFloat) : at::Tensor());
   }
   if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows) &&
       QuantizedLinearApplies(x, weight, bias)) {

@@ -52,17 +52,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   return _mm512_castsi512_ps(_mm512_slli_epi32(RoundBits(v), 16));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void SiluTimesFloat(const float* gate, const float* up,
-                                                      float* out, int64_t count) {
-  for (int64_t i = 0; i < count; i += 16) {
-    const int64_t left = count - i;
-    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << left) - 1);
-    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
-    const __m512 u = _mm512_maskz_loadu_ps(mask, up + i);
-    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(Silu(g), u));
-  }
-}
-
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void SiluTimesBf16(const uint16_t* gate, const uint16_t* up,
                                                      uint16_t* out, int64_t count) {
   for (int64_t i = 0; i < count; i += 16) {
@@ -78,8 +67,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void SiluTimesBf16(const ui
 bool Applies(const at::Tensor& gate, const at::Tensor& up) {
   return SiluTimesRuns() && gate.device().is_cpu() && up.device().is_cpu() &&
          gate.layout() == at::kStrided && up.layout() == at::kStrided &&
-         gate.scalar_type() == up.scalar_type() &&
-         (gate.scalar_type() == at::kFloat || gate.scalar_type() == at::kBFloat16) &&
+         gate.scalar_type() == at::kBFloat16 && up.scalar_type() == at::kBFloat16 &&
          gate.sizes() == up.sizes() && gate.is_contiguous() && up.is_contiguous();
 }
 
@@ -94,13 +82,9 @@ bool SiluTimesRuns() {
 at::Tensor SiluTimes(const at::Tensor& gate, const at::Tensor& up) {
   if (!Applies(gate, up)) return at::silu(gate) * up;
   at::Tensor out = at::empty_like(gate);
-  if (gate.scalar_type() == at::kFloat) {
-    SiluTimesFloat(gate.data_ptr<float>(), up.data_ptr<float>(), out.data_ptr<float>(), gate.numel());
-  } else {
-    SiluTimesBf16(reinterpret_cast<const uint16_t*>(gate.data_ptr<at::BFloat16>()),
-                  reinterpret_cast<const uint16_t*>(up.data_ptr<at::BFloat16>()),
-                  reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()), gate.numel());
-  }
+  SiluTimesBf16(reinterpret_cast<const uint16_t*>(gate.data_ptr<at::BFloat16>()),
+                reinterpret_cast<const uint16_t*>(up.data_ptr<at::BFloat16>()),
+                reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()), gate.numel());
   return out;
 }
 
