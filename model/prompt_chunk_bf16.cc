@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/spinning_workers.h"
 
@@ -229,7 +230,11 @@ at::Tensor Run(const at::Tensor& x, const uint16_t* weight, const DenseBf16Weigh
 
 }  // namespace
 
-bool PromptChunkBf16Runs() { return DetectBf16Isa() == Bf16Isa::kAvx512Bf16; }
+bool PromptChunkBf16Runs() {
+  // Where oneDNN multiplies BF16 on AMX tiles, its GEMM keeps the chunks (weights not in tile
+  // order: staged blocks, PLACER_BF16_TILES=0): 16 rows per tdpbf16ps outrun this kernel.
+  return DetectBf16Isa() == Bf16Isa::kAvx512Bf16 && !BfloatGemmHasAmx();
+}
 
 bool PromptChunkBf16Takes(int64_t rows) {
   return PromptChunkBf16Runs() && rows > SmallBatchBf16MaxRows(Bf16Isa::kAvx512Bf16) &&

@@ -27,7 +27,8 @@
 
 namespace placer::model {
 
-// True when this CPU runs the kernel (AVX512-BF16 with AVX512BW).
+// True when this CPU runs the kernel (AVX512-BF16 with AVX512BW) and ATen's BF16 GEMM has no
+// AMX tiles (BfloatGemmHasAmx: there oneDNN keeps the chunks).
 bool PromptChunkBf16Runs();
 
 // True when Linear should use the kernel for `rows` input rows: where it runs and the few-row
