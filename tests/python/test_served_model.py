@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import subprocess
 import tempfile
 import time
@@ -156,10 +157,19 @@ class ServedModel(unittest.TestCase):
         self.assertIn("params.stop", too_many.exception.message)
 
     def test_the_timeout_bounds_a_whole_stream(self):
+        # The timeout is a fifth of how long this machine takes for the whole stream (a fixed
+        # 0.2 s was longer than all 500 tokens on a fast CPU), and still hundreds of times one
+        # token's gap: only a deadline over the whole stream, not one per message, ends it.
+        started = time.monotonic()
+        whole = list(self.client.generate([1], max_new_tokens=500, ignore_eos=True))
+        whole_seconds = time.monotonic() - started
+        print(f"500 tokens streamed in {whole_seconds:.3f} s", file=sys.stderr)
+        self.assertEqual(sum(len(chunk.token_ids) for chunk in whole), 500)
+        timeout = max(whole_seconds / 5, 0.001)
         started = time.monotonic()
         with self.assertRaises(PlacerError) as caught:
             for _ in self.client.generate([1], max_new_tokens=500, ignore_eos=True,
-                                          timeout=0.2):
+                                          timeout=timeout):
                 pass
         self.assertEqual(caught.exception.code, "DEADLINE_EXCEEDED")
         self.assertLess(time.monotonic() - started, 5)
