@@ -9,6 +9,7 @@
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
+#include "model/quantized_int4_bf16.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpack.h"
 #include "model/quantized_vnni.h"
@@ -263,6 +264,26 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
       });
 }
 
+bool UsesInt4Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!Int4Bf16KernelRuns() || x.scalar_type() != at::kBFloat16 ||
+      !QuantizedLinearApplies(x, weight, bias)) {
+    return false;
+  }
+  return Int4Bf16KernelApplies(*loader::PackedLayoutOf(weight));
+}
+
+at::Tensor QuantizedLinearInt4Bf16(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& bias) {
+  TORCH_CHECK(UsesInt4Bf16Kernel(x, weight, bias),
+              "QuantizedLinearInt4Bf16: BF16 rows, a packed 4-bit host weight, an AVX512-BF16 CPU");
+  std::vector<uint32_t> pairs;
+  return RunPackedProduct(
+      x, weight, bias, [&](const QuantOperands& op) { ArrangeInt4Bf16Inputs(op, &pairs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedRowsInt4Bf16(op, pairs.data(), n0, n1);
+      });
+}
+
 void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
                            at::Tensor& scratch) {
   const std::optional<loader::PackedLayout> found = loader::PackedLayoutOf(weight);
@@ -336,6 +357,7 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
   }
   if (rows >= 1 && QuantizedLinearApplies(x, weight, bias) &&
       rows <= QuantizedLinearMaxRows(isa, *loader::PackedLayoutOf(weight), x.scalar_type())) {
+    if (UsesInt4Bf16Kernel(x, weight, bias)) return QuantizedLinearInt4Bf16(x, weight, bias);
     return QuantizedLinearKernel(x, weight, bias, isa);
   }
   if (!weight.device().is_cpu()) {

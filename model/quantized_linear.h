@@ -65,6 +65,14 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
                                           const at::Tensor& bias,
                                           Int8ActivationIsa isa = DetectInt8ActivationIsa());
 
+// BF16 rows times 4-bit weights on AVX512-BF16 (quantized_int4_bf16.h): the codes become BF16
+// numbers in registers and vdpbf16ps multiplies them, for any number of rows (batch invariant).
+// QuantizedLinear takes it for the rows it gives the kernels (QuantizedLinearMaxRows) wherever
+// UsesInt4Bf16Kernel; QuantizedLinearInt4Bf16 requires it.
+bool UsesInt4Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearInt4Bf16(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& bias);
+
 // The whole weight unpacked into `scratch` (resized; dtype float32 or BF16) by `isa`'s
 // unpacking (quantized_unpack.h; kNone: the loader's scalar one) on the kernels' helper threads:
 // bit for bit loader::DequantizeLinearWeight(weight, dtype) on every ISA.
@@ -78,8 +86,8 @@ void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, Quant
 at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
-// to QuantizedLinearMaxRows (DetectQuantIsa), else the weight dequantized into the calling
-// thread's scratch buffer and ATen's linear.
+// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, else DetectQuantIsa's), else the weight
+// dequantized into the calling thread's scratch buffer and ATen's linear.
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace placer::model

@@ -176,8 +176,12 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
                                       << at::toString(compute) << " max rows " << max_rows);
       ASSERT_GE(max_rows, 16);  // a decode step of --max-batch-size 8 (and twice that) stays exact
       const at::Tensor at_limit = Random({max_rows, 256}, 8).to(compute);
-      EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()),
-                            QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa())));
+      // BF16 rows of 4-bit weights go to the vdpbf16ps kernel where it runs, others to the ISA's.
+      const at::Tensor kernels =
+          UsesInt4Bf16Kernel(at_limit, packed, at::Tensor())
+              ? QuantizedLinearInt4Bf16(at_limit, packed, at::Tensor())
+              : QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa());
+      EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()), kernels));
       const at::Tensor beyond = Random({max_rows + 1, 256}, 9).to(compute);
       const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
       EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()), Linear(beyond, dense)));

@@ -1,0 +1,202 @@
+// The 4-bit x BF16 kernel (quantized_int4_bf16.h says what it promises).
+//
+// 128 inputs are 64 code bytes (four 16-byte units of 32 inputs: byte j of a unit holds input j
+// in its low nibble and j + 16 in its high one). Read as 16 dwords, dword i of unit u = i / 4
+// (j = 4 (i % 4)) holds the nibbles of inputs j, j+16 (byte 0), j+1, j+17, j+2, j+18, j+3, j+19.
+// Shifting the dword by +3, -1, -5 and -9 bits brings two nibbles at a time to bits 3-6 and
+// 19-22, the top of both BF16 halves' mantissas; one vpternlogd masks them and sets the
+// exponent of 1.0:  (inputs j, j+2), (j+16, j+18), (j+1, j+3), (j+17, j+19).  The inputs are
+// arranged once per call into those pairs (ArrangeInt4Bf16Inputs), so vdpbf16ps multiplies each
+// code with its own input.
+#include "model/quantized_int4_bf16.h"
+
+// GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace placer::model {
+namespace {
+
+using loader::kPackedBlockHeaderBytes;
+
+constexpr int64_t kInputsPerQuad = 128;
+constexpr int64_t kPairsPerQuad = 64;  // four vectors of 16 dwords
+constexpr int64_t kInputsPerUnit = 32;
+constexpr int64_t kUnitBytes = 16;
+// Weight rows ahead that a row prefetches (one sequential stream per thread).
+constexpr int64_t kRowsAhead = 4;
+
+// For each of the four shifts, which two inputs of a dword's group of four (j = 0) it pairs.
+constexpr int kPairedInputs[4][2] = {{0, 2}, {16, 18}, {1, 3}, {17, 19}};
+
+inline float ScaleOf(const uint8_t* block) {
+  float s;
+  std::memcpy(&s, block, sizeof(float));
+  return s;
+}
+
+inline float OffsetOf(const uint8_t* block) {
+  float m;
+  std::memcpy(&m, block + sizeof(float), sizeof(float));
+  return m;
+}
+
+// The codes of a quad and 16·s per lane (each 128-bit lane is one unit). Where the groups are
+// multiples of 128 inputs the quad is one load inside one block; otherwise each unit is found
+// in its own block (groups of 32, 64, 96, ...), and units past `in` are zero codes with scale 0.
+struct QuadCodes {
+  __m512i codes;
+  __m512 scale16;
+};
+
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline QuadCodes LoadQuad(
+    const QuantOperands& op, const uint8_t* row, int64_t quad, bool whole_blocks) {
+  const int64_t units_per_group = op.group_size / kInputsPerUnit;
+  const int64_t first_unit = quad * 4;
+  if (whole_blocks) {
+    const int64_t g = first_unit / units_per_group;
+    const uint8_t* block = row + g * op.block_bytes;
+    const uint8_t* codes = block + kPackedBlockHeaderBytes + (first_unit - g * units_per_group) * kUnitBytes;
+    return {_mm512_loadu_si512(codes), _mm512_set1_ps(16.0f * ScaleOf(block))};
+  }
+  const int64_t units = op.in / kInputsPerUnit;
+  __m128i lane_codes[4];
+  __m128 lane_scales[4];
+  for (int k = 0; k < 4; ++k) {
+    const int64_t u = first_unit + k;
+    if (u < units) {
+      const int64_t g = u / units_per_group;
+      const uint8_t* block = row + g * op.block_bytes;
+      lane_codes[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+          block + kPackedBlockHeaderBytes + (u - g * units_per_group) * kUnitBytes));
+      lane_scales[k] = _mm_set1_ps(16.0f * ScaleOf(block));
+    } else {
+      lane_codes[k] = _mm_setzero_si128();
+      lane_scales[k] = _mm_setzero_ps();
+    }
+  }
+  __m512i codes = _mm512_castsi128_si512(lane_codes[0]);
+  __m512 scale16 = _mm512_castps128_ps512(lane_scales[0]);
+  for (int k = 1; k < 4; ++k) {
+    codes = _mm512_inserti32x4(codes, lane_codes[k], k);
+    scale16 = _mm512_insertf32x4(scale16, lane_scales[k], k);
+  }
+  return {codes, scale16};
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
+    const QuantOperands& op, const uint32_t* pairs, int64_t r0, int64_t n0, int64_t n1) {
+  const int64_t quads = (op.in + kInputsPerQuad - 1) / kInputsPerQuad;
+  const int64_t row_bytes = op.groups * op.block_bytes;
+  const bool whole_blocks = op.group_size % kInputsPerQuad == 0;
+  const __m512i mantissa = _mm512_set1_epi32(0x00780078);
+  const __m512i one = _mm512_set1_epi32(0x3F803F80);
+  const uint32_t* x = pairs + r0 * quads * kPairsPerQuad;
+  const float* x_sums = op.x_group_sums + r0 * op.groups;
+  float* y = op.y + r0 * op.out;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = op.w + n * row_bytes;
+    const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
+    __m512 acc[R];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < quads; ++q) {
+      const QuadCodes quad = LoadQuad(op, row, q, whole_blocks);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + (q * kInputsPerQuad / 2)), _MM_HINT_T0);
+      // 0xEA: (a & b) | c.
+      const __m512bh w0 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_slli_epi32(quad.codes, 3),
+                                                               mantissa, one, 0xEA);
+      const __m512bh w1 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(quad.codes, 1),
+                                                               mantissa, one, 0xEA);
+      const __m512bh w2 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(quad.codes, 5),
+                                                               mantissa, one, 0xEA);
+      const __m512bh w3 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(quad.codes, 9),
+                                                               mantissa, one, 0xEA);
+      _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+        const uint32_t* xq = x + (r * quads + q) * kPairsPerQuad;
+        __m512 dot = _mm512_dpbf16_ps(_mm512_setzero_ps(), w0, (__m512bh)_mm512_loadu_si512(xq));
+        dot = _mm512_dpbf16_ps(dot, w1, (__m512bh)_mm512_loadu_si512(xq + 16));
+        dot = _mm512_dpbf16_ps(dot, w2, (__m512bh)_mm512_loadu_si512(xq + 32));
+        dot = _mm512_dpbf16_ps(dot, w3, (__m512bh)_mm512_loadu_si512(xq + 48));
+        acc[r] = _mm512_fmadd_ps(dot, quad.scale16, acc[r]);
+      }
+    }
+    float offsets[R];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) offsets[r] = 0;
+    for (int64_t g = 0; g < op.groups; ++g) {
+      const uint8_t* block = row + g * op.block_bytes;
+      const float shift = OffsetOf(block) - 16.0f * ScaleOf(block);
+      _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+        offsets[r] = __builtin_fmaf(shift, x_sums[r * op.groups + g], offsets[r]);
+      }
+    }
+    const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+      y[r * op.out + n] = _mm512_reduce_add_ps(acc[r]) + offsets[r] + bias;
+    }
+  }
+}
+
+}  // namespace
+
+bool Int4Bf16KernelRuns() {
+  static const bool runs = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  }();
+  return runs;
+}
+
+bool Int4Bf16KernelApplies(const loader::PackedLayout& layout) {
+  return layout.bits == 4 && layout.group_size > 0 && layout.group_size % kInputsPerUnit == 0 &&
+         layout.in % layout.group_size == 0;
+}
+
+void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs) {
+  const int64_t quads = (op.in + kInputsPerQuad - 1) / kInputsPerQuad;
+  pairs->assign(static_cast<size_t>(op.rows * quads * kPairsPerQuad), 0);
+  auto bf16_bits = [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    return bits >> 16;  // exact: the value came from BF16
+  };
+  for (int64_t r = 0; r < op.rows; ++r) {
+    const float* x = op.x + r * op.in;
+    uint32_t* out = pairs->data() + r * quads * kPairsPerQuad;
+    for (int64_t q = 0; q < quads; ++q) {
+      for (int shift = 0; shift < 4; ++shift) {
+        for (int i = 0; i < 16; ++i) {
+          const int64_t first = q * kInputsPerQuad + (i / 4) * kInputsPerUnit + 4 * (i % 4);
+          if (first >= op.in) continue;  // a unit past the end: zeros
+          const uint32_t low = bf16_bits(x[first + kPairedInputs[shift][0]]);
+          const uint32_t high = bf16_bits(x[first + kPairedInputs[shift][1]]);
+          out[q * kPairsPerQuad + shift * 16 + i] = low | (high << 16);
+        }
+      }
+    }
+  }
+}
+
+void QuantizedRowsInt4Bf16(const QuantOperands& op, const uint32_t* pairs, int64_t n0, int64_t n1) {
+  for (int64_t r = 0; r < op.rows; r += 8) {
+    switch (std::min<int64_t>(8, op.rows - r)) {
+      case 1: Chunk<1>(op, pairs, r, n0, n1); break;
+      case 2: Chunk<2>(op, pairs, r, n0, n1); break;
+      case 3: Chunk<3>(op, pairs, r, n0, n1); break;
+      case 4: Chunk<4>(op, pairs, r, n0, n1); break;
+      case 5: Chunk<5>(op, pairs, r, n0, n1); break;
+      case 6: Chunk<6>(op, pairs, r, n0, n1); break;
+      case 7: Chunk<7>(op, pairs, r, n0, n1); break;
+      default: Chunk<8>(op, pairs, r, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop
