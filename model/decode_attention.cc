@@ -83,26 +83,26 @@ void AxpyPlain(float* y, float a, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * static_cast<float>(x[i]);
 }
 
-// One decode row and one kv head: the query heads of its group.
+// The pool position of a row's sequence position (a ring's table wraps: KvCache).
+int64_t SlotOf(const DecodeRow& row, int64_t position) {
+  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
+  const std::vector<int32_t>& blocks = *row.blocks;
+  const auto entries = static_cast<int64_t>(blocks.size());
+  return static_cast<int64_t>(blocks[static_cast<size_t>((position / kBlock) % entries)]) * kBlock +
+         position % kBlock;
+}
+
+// One row and one kv head: the query heads of its group (its key and value already stored).
 template <typename T, bool kAvx2>
 void AttendGroup(const Operands<T>& op, const DecodeRow& row, int64_t kv_head) {
   auto dot = kAvx2 ? DotAvx2<T> : DotPlain<T>;
   auto axpy = kAvx2 ? AxpyAvx2<T> : AxpyPlain<T>;
   const int64_t d = op.head_dim;
   const int64_t group = op.heads / op.kv_heads;
-  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
-  const std::vector<int32_t>& blocks = *row.blocks;
-  const auto entries = static_cast<int64_t>(blocks.size());
-  auto slot = [&](int64_t position) {  // a ring's table wraps (KvCache)
-    return static_cast<int64_t>(blocks[static_cast<size_t>((position / kBlock) % entries)]) *
-               kBlock +
-           position % kBlock;
-  };
-  T* keys = op.key_pool + kv_head * op.pool_positions * d;
-  T* values = op.value_pool + kv_head * op.pool_positions * d;
+  auto slot = [&](int64_t position) { return SlotOf(row, position); };
+  const T* keys = op.key_pool + kv_head * op.pool_positions * d;
+  const T* values = op.value_pool + kv_head * op.pool_positions * d;
   const int64_t newest = row.position;
-  std::memcpy(keys + slot(newest) * d, op.k + row.row * op.k_row + kv_head * d, sizeof(T) * d);
-  std::memcpy(values + slot(newest) * d, op.v + row.row * op.v_row + kv_head * d, sizeof(T) * d);
 
   const int64_t first = op.window > 0 ? std::max<int64_t>(0, newest - op.window + 1) : 0;
   const int64_t seen = newest - first + 1;
@@ -153,10 +153,9 @@ bool RowsOfHeads(const at::Tensor& t, at::ScalarType type, int64_t heads, int64_
 }
 
 template <typename T>
-void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, KvBlockPool& pool,
-                int64_t layer, int64_t window, const std::vector<DecodeRow>& rows,
+void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& keys,
+                at::Tensor& values, int64_t window, const std::vector<DecodeRow>& rows,
                 at::Tensor& out, VectorIsa isa) {
-  at::Tensor& keys = pool.keys(layer);
   const int64_t heads = q.size(1);
   const int64_t head_dim = keys.size(2);
   const Operands<T> op{q.data_ptr<T>(),
@@ -166,7 +165,7 @@ void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, K
                        k.stride(0),
                        v.stride(0),
                        keys.data_ptr<T>(),
-                       pool.values(layer).data_ptr<T>(),
+                       values.data_ptr<T>(),
                        keys.size(1),
                        out.data_ptr<T>(),
                        heads,
@@ -174,6 +173,16 @@ void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, K
                        head_dim,
                        window,
                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
+  // Every row's key and value before any attention: the rows of a prompt chunk read the keys
+  // of the rows before them (a memcpy of a head's keys per row: microseconds a layer).
+  for (const DecodeRow& row : rows) {
+    const int64_t slot = SlotOf(row, row.position);
+    for (int64_t kv_head = 0; kv_head < op.kv_heads; ++kv_head) {
+      const int64_t at = (kv_head * op.pool_positions + slot) * head_dim;
+      std::memcpy(op.key_pool + at, op.k + row.row * op.k_row + kv_head * head_dim, sizeof(T) * head_dim);
+      std::memcpy(op.value_pool + at, op.v + row.row * op.v_row + kv_head * head_dim, sizeof(T) * head_dim);
+    }
+  }
   const bool avx2 = isa != VectorIsa::kNone;
   const int64_t tasks = static_cast<int64_t>(rows.size()) * op.kv_heads;
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
@@ -194,11 +203,15 @@ void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, K
 
 bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& q,
                             const at::Tensor& k, const at::Tensor& v) {
-  const at::Tensor& keys = pool.keys(layer);
-  const at::Tensor& values = pool.values(layer);
+  return RowAttentionApplies(pool.keys(layer), pool.values(layer), q, k, v);
+}
+
+bool RowAttentionApplies(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& q,
+                         const at::Tensor& k, const at::Tensor& v) {
   const at::ScalarType type = keys.scalar_type();
   if (!keys.device().is_cpu() || !Served(type) || values.scalar_type() != type ||
-      !keys.is_contiguous() || !values.is_contiguous() || keys.dim() != 3 || q.dim() != 3) {
+      !keys.is_contiguous() || !values.is_contiguous() || keys.dim() != 3 ||
+      values.sizes() != keys.sizes() || q.dim() != 3) {
     return false;
   }
   const int64_t kv_heads = keys.size(0);
@@ -211,25 +224,36 @@ bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& 
 void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      KvBlockPool& pool, int64_t layer, int64_t window,
                      const std::vector<DecodeRow>& rows, at::Tensor& out, VectorIsa isa) {
-  TORCH_CHECK(DecodeAttentionApplies(pool, layer, q, k, v), "DecodeAttention: unsupported operands");
-  at::Tensor& keys = pool.keys(layer);
+  RowAttention(q, k, v, pool.keys(layer), pool.values(layer), window, rows, out, isa);
+}
+
+void RowAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& keys,
+                  at::Tensor& values, int64_t window, const std::vector<DecodeRow>& rows,
+                  at::Tensor& out, VectorIsa isa) {
+  TORCH_CHECK(RowAttentionApplies(keys, values, q, k, v), "DecodeAttention: unsupported operands");
   const int64_t heads = q.size(1);
   const int64_t head_dim = keys.size(2);
   TORCH_CHECK(out.is_contiguous() && out.scalar_type() == keys.scalar_type() && out.dim() == 2 &&
                   out.size(0) == q.size(0) && out.size(1) == heads * head_dim,
               "DecodeAttention: out must be contiguous [rows, heads * head_dim] of the pool's dtype");
+  const int64_t positions = keys.size(1);
   for (const DecodeRow& row : rows) {
     const int64_t held = static_cast<int64_t>(row.blocks->size()) * KvBlockPool::kBlockPositions;
+    bool blocks_inside = true;
+    for (int32_t block : *row.blocks) {
+      blocks_inside = blocks_inside && block >= 0 &&
+                      (static_cast<int64_t>(block) + 1) * KvBlockPool::kBlockPositions <= positions;
+    }
     // Blocks holding fewer positions than the row's are a ring: its window must fit them.
     TORCH_CHECK(row.row >= 0 && row.row < q.size(0) && row.position >= 0 && held > 0 &&
-                    (row.position < held || (window > 0 && window <= held)),
+                    blocks_inside && (row.position < held || (window > 0 && window <= held)),
                 "DecodeAttention: row ", row.row, " at position ", row.position,
                 " is outside its inputs or its ", held, " positions of blocks");
   }
   if (keys.scalar_type() == at::kBFloat16) {
-    AttendRows<at::BFloat16>(q, k, v, pool, layer, window, rows, out, isa);
+    AttendRows<at::BFloat16>(q, k, v, keys, values, window, rows, out, isa);
   } else {
-    AttendRows<float>(q, k, v, pool, layer, window, rows, out, isa);
+    AttendRows<float>(q, k, v, keys, values, window, rows, out, isa);
   }
 }
 

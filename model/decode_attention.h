@@ -1,5 +1,5 @@
 // Attention for the decode rows of a step (one new token of a sequence that has a KV cache),
-// computed straight over the paged pool.
+// and for the rows of short prompt chunks, computed straight over the paged pool.
 //
 // Through ATen, one sequence's attention is some 25 small operators (views, the KV write, two
 // tiny matrix products, softmax, the reshape back), ~120 us per sequence per layer on this
@@ -40,7 +40,9 @@ bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& 
                             const at::Tensor& k, const at::Tensor& v);
 
 // For every row r in `rows`: stores k[r], v[r] ([kv_heads, head_dim]) at r.position in
-// `layer`'s pool, then out[r] = softmax(q[r] . keys^T / sqrt(head_dim)) . values over
+// `layer`'s pool (every row's before any attention, so that several rows of one sequence at
+// consecutive positions, a prompt chunk, see each other's keys; such rows must not wrap a
+// ring), then out[r] = softmax(q[r] . keys^T / sqrt(head_dim)) . values over
 // positions max(0, position - window + 1) .. position (window 0: all), each query head with
 // the kv head of its group. q: [rows, heads, head_dim], k and v: [rows, kv_heads, head_dim]
 // (any row stride), out: [rows, heads * head_dim] contiguous, of the pool's dtype; rows not
@@ -50,5 +52,15 @@ void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      KvBlockPool& pool, int64_t layer, int64_t window,
                      const std::vector<DecodeRow>& rows, at::Tensor& out,
                      VectorIsa isa = DetectVectorIsa());
+
+// The same over keys and values held in plain tensors instead of a pool's layer: `keys` and
+// `values` [kv_heads, positions, head_dim], contiguous, of q's dtype, addressed through each
+// row's block table as a pool's are. A one-off Forward's short prompt goes through it over a
+// scratch buffer, so its rows get the bits that a cached sequence's rows get.
+bool RowAttentionApplies(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& q,
+                         const at::Tensor& k, const at::Tensor& v);
+void RowAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& keys,
+                  at::Tensor& values, int64_t window, const std::vector<DecodeRow>& rows,
+                  at::Tensor& out, VectorIsa isa = DetectVectorIsa());
 
 }  // namespace placer::model

@@ -31,6 +31,11 @@ std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, in
   return sequence.cache->Append(layer, k, v);
 }
 
+bool PromptRowsAttendAsDecodeRows(int64_t rows, int64_t end) {
+  constexpr int64_t kMostQueryKeyPairs = 256 * 256;
+  return rows * end <= kMostQueryKeyPairs;
+}
+
 at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t layer,
                            const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            int64_t window) {
@@ -43,11 +48,31 @@ at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t l
   KvBlockPool* pool = nullptr;  // every cache of a model shares its pool
   for (const SequenceRows& sequence : sequences) {
     const int64_t length = sequence.length;
-    if (length == 1 && sequence.cache != nullptr &&
-        DecodeAttentionApplies(sequence.cache->pool(), layer, q, k, v)) {
-      decode_rows.push_back({sequence.offset, sequence.cache->length(), &sequence.cache->blocks()});
+    if (sequence.cache != nullptr && DecodeAttentionApplies(sequence.cache->pool(), layer, q, k, v) &&
+        (length == 1 || (!sequence.cache->ring() &&
+                         PromptRowsAttendAsDecodeRows(length, sequence.cache->length() + length)))) {
+      for (int64_t i = 0; i < length; ++i) {
+        decode_rows.push_back(
+            {sequence.offset + i, sequence.cache->length() + i, &sequence.cache->blocks()});
+      }
       pool = &sequence.cache->pool();
       continue;
+    }
+    if (sequence.cache == nullptr && PromptRowsAttendAsDecodeRows(length, length)) {
+      // A one-off Forward: its keys and values in a scratch buffer of whole blocks, attended
+      // row by row as a cached sequence's rows are (the same bits for the same rows).
+      constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
+      const int64_t blocks = (length + kBlock - 1) / kBlock;
+      at::Tensor keys = at::empty({kv_heads, blocks * kBlock, head_dim}, k.options());
+      at::Tensor values = at::empty_like(keys);
+      if (RowAttentionApplies(keys, values, q, k, v)) {
+        std::vector<int32_t> table(static_cast<size_t>(blocks));
+        for (int64_t b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+        std::vector<DecodeRow> rows;
+        for (int64_t i = 0; i < length; ++i) rows.push_back({sequence.offset + i, i, &table});
+        RowAttention(q, k, v, keys, values, window, rows, out);
+        continue;
+      }
     }
     auto rows_of = [&](const at::Tensor& t, int64_t n_heads) {
       return t.narrow(0, sequence.offset, length).view({length, n_heads, head_dim}).transpose(0, 1);

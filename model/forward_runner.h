@@ -39,11 +39,18 @@ at::ScalarType ComputeScalarType(const ModelRuntime& runtime);
 std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,
                                                 const at::Tensor& k, const at::Tensor& v);
 
+// Whether a chunk of `rows` new tokens ending at position `end` (exclusive) is short enough for
+// DecodeAttention's per-row loops, whose arithmetic grows as rows x end like a GEMM's but runs
+// at a fraction of its speed (measured in bench/analysis.md).
+bool PromptRowsAttendAsDecodeRows(int64_t rows, int64_t end);
+
 // Attention of every sequence of a pass in decoder layer `layer` (appending to each one's
 // cache): q [rows, heads, head_dim] and k, v [rows, kv_heads, head_dim], already rotated.
 // A sequence's single decode row goes through DecodeAttention over its cache when the layer's
-// pool is on the CPU in float32, so that row's result is the same in any batch; other
-// sequences through CausalAttention. Returns [rows, heads * head_dim].
+// pool is on the CPU (float32 or BF16), so that row's result is the same in any batch; so do
+// the rows of a short prompt chunk (PromptRowsAttendAsDecodeRows) of a cache that is not a
+// ring, and a one-off Forward's short prompt: ATen's ~25 small operators per sequence and
+// layer cost more than their arithmetic there. Other sequences go through CausalAttention. Returns [rows, heads * head_dim].
 at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t layer,
                            const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            int64_t window);

@@ -1,7 +1,8 @@
 // DecodeAttention: the decode rows of a step over the paged pool give what CausalAttention
 // gives over the same keys (scattered blocks, grouped-query heads, sliding windows, head
 // sizes that are not a multiple of the vector width), store the new keys and values in their
-// blocks, and give a row the same bits alone as inside any batch; for float32 and BF16 pools
+// blocks, and give a row the same bits alone as inside any batch; a prompt chunk's rows of one
+// sequence see each other's keys; for float32 and BF16 pools
 // (BF16: against float attention over the same BF16 values, within one BF16 rounding).
 #include "model/decode_attention.h"
 
@@ -130,6 +131,66 @@ TEST_P(DecodeAttentionTest, RowIsTheSameBitsAloneAndInAnyBatch) {
                    {0, positions[0], &tables[0]}, {2, positions[2], &tables[2]}},
                   batch, Isa());
   EXPECT_EQ(std::memcmp(alone.data_ptr(), batch.data_ptr(), alone.nbytes()), 0);
+}
+
+TEST_P(DecodeAttentionTest, APromptChunksRowsSeeTheKeysOfTheRowsBeforeThem) {
+  // 12 new tokens of one sequence after 10 cached ones, listed last row first: every row's
+  // key and value is stored before any row attends, so each sees its predecessors' keys.
+  const std::vector<int32_t> table = {2, 5, 1};
+  const int64_t cached = 10, chunk = 12;
+  const at::Tensor q = Randn({chunk, kHeads, kHeadDim});
+  const at::Tensor k = Randn({chunk, kKvHeads, kHeadDim});
+  const at::Tensor v = Randn({chunk, kKvHeads, kHeadDim});
+  for (int64_t window : {int64_t{0}, int64_t{7}}) {
+    SCOPED_TRACE(window);
+    std::vector<DecodeRow> rows;
+    for (int64_t r = chunk - 1; r >= 0; --r) rows.push_back({r, cached + r, &table});
+    at::Tensor out = at::empty({chunk, kHeads * kHeadDim}, q.options());
+    DecodeAttention(q, k, v, *pool_, 0, window, rows, out, Isa());
+    const at::Tensor keys = Gather(pool_->keys(0), table, cached + chunk);
+    const at::Tensor values = Gather(pool_->values(0), table, cached + chunk);
+    EXPECT_TRUE(at::equal(keys.narrow(1, cached, chunk), k.transpose(0, 1)));
+    EXPECT_TRUE(at::equal(values.narrow(1, cached, chunk), v.transpose(0, 1)));
+    // The chunk's queries at once through CausalAttention's mask, in float.
+    const at::Tensor want = CausalAttention(q.transpose(0, 1).to(at::kFloat), keys.to(at::kFloat),
+                                            values.to(at::kFloat), window)
+                                .transpose(0, 1)
+                                .reshape({chunk, kHeads * kHeadDim});
+    const at::Tensor got = out.to(at::kFloat);
+    const double tolerance = Bf16() ? 4e-3 : 1e-5;
+    EXPECT_TRUE(at::allclose(got, want, tolerance, tolerance))
+        << "max diff " << (got - want).abs().max().item<float>();
+  }
+}
+
+TEST_P(DecodeAttentionTest, PlainTensorsGiveThePoolsBitsAndBlocksOutsideThemAreRefused) {
+  // Rows over a scratch [kv_heads, positions, head_dim] pair, as a one-off Forward has, give the
+  // bits of the same rows over the pool's blocks.
+  const std::vector<int32_t> pool_table = {6, 3};
+  const std::vector<int32_t> scratch_table = {0, 1};
+  const int64_t length = 2 * kBlock - 3;
+  const at::Tensor q = Randn({length, kHeads, kHeadDim});
+  const at::Tensor k = Randn({length, kKvHeads, kHeadDim});
+  const at::Tensor v = Randn({length, kKvHeads, kHeadDim});
+  std::vector<DecodeRow> in_pool, in_scratch;
+  for (int64_t r = 0; r < length; ++r) {
+    in_pool.push_back({r, r, &pool_table});
+    in_scratch.push_back({r, r, &scratch_table});
+  }
+  at::Tensor from_pool = at::empty({length, kHeads * kHeadDim}, q.options());
+  DecodeAttention(q, k, v, *pool_, 0, 0, in_pool, from_pool, Isa());
+  at::Tensor keys = at::empty({kKvHeads, 2 * kBlock, kHeadDim}, q.options());
+  at::Tensor values = at::empty_like(keys);
+  ASSERT_TRUE(RowAttentionApplies(keys, values, q, k, v));
+  at::Tensor from_scratch = at::empty_like(from_pool);
+  RowAttention(q, k, v, keys, values, 0, in_scratch, from_scratch, Isa());
+  EXPECT_EQ(std::memcmp(from_pool.data_ptr(), from_scratch.data_ptr(), from_pool.nbytes()), 0);
+  // A block table pointing past the scratch positions is refused, not read.
+  const std::vector<int32_t> outside = {0, 2};
+  EXPECT_THROW(RowAttention(q, k, v, keys, values, 0, {{0, 20, &outside}}, from_scratch, Isa()),
+               c10::Error);
+  EXPECT_FALSE(RowAttentionApplies(keys, values.narrow(1, 0, kBlock), q, k, v))
+      << "keys and values of different sizes";
 }
 
 TEST(DecodeAttention, AppliesToFloatRowsOfHeadsOnTheCpu) {
