@@ -135,14 +135,13 @@ absl::StatusOr<std::shared_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     slot_of.emplace(slot->name, slot);
     const TensorInfo* info = checkpoint->Find(slot->name);
     if (info == nullptr && slot->present && slot->tied_to.empty()) {
-      const bool left_float = config.quantization && slot->linear != LinearWeight::kNone &&
-                              config.quantization->unquantized.Covers(ModuleOf(slot->name));
+      const std::string why_float = config.quantization && slot->linear != LinearWeight::kNone
+                                        ? config.quantization->WhyFloat(ModuleOf(slot->name))
+                                        : "";
       return absl::NotFoundError(absl::StrCat(
           dir, ": tensor \"", slot->name, "\" is missing; config.json (",
           ArchitectureName(config.architecture), ") requires it",
-          left_float ? absl::StrCat(" unquantized (",
-                                    config.quantization->unquantized.description(), ")")
-                     : ""));
+          why_float.empty() ? "" : absl::StrCat(" unquantized (", why_float, ")")));
     }
     if (info != nullptr && slot->present && info->shape != slot->shape) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_fields.h"
 #include "base/status_macros.h"
@@ -124,58 +126,40 @@ absl::StatusOr<PrequantizedFormat> ParseAwq(const json& config, const Where& whe
   return format;
 }
 
-absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
-                                                          const Where& where) {
+absl::StatusOr<PrequantizedMethod> CompressedPacking(const std::string& packing,
+                                                     const Where& where) {
+  if (packing == "pack-quantized") return PrequantizedMethod::kCompressedPacked;
+  if (packing == "int-quantized") return PrequantizedMethod::kCompressedInt;
+  return where.Error("format", absl::StrCat("'", packing,
+                                            "' is not supported (\"pack-quantized\" or "
+                                            "\"int-quantized\")"));
+}
+
+// One config group's scheme; `packing` is the checkpoint's `format` ("mixed-precision": the
+// group must name its own).
+absl::StatusOr<PrequantizedFormat> ParseCompressedTensorsScheme(const json& scheme,
+                                                                const Where& group,
+                                                                const std::string& packing) {
   PrequantizedFormat format;
   format.zeros_minus_one = false;
-  PLACER_ASSIGN_OR_RETURN(const std::string packing,
-                          ReadStringField(config, where.at(), "format"));
-  if (packing == "pack-quantized") {
-    format.method = PrequantizedMethod::kCompressedPacked;
-  } else if (packing == "int-quantized") {
-    format.method = PrequantizedMethod::kCompressedInt;
-  } else {
-    return where.Error("format", absl::StrCat("'", packing,
-                                              "' is not supported (\"pack-quantized\" or "
-                                              "\"int-quantized\")"));
+  format.source = std::string(group.file);
+  PLACER_ASSIGN_OR_RETURN(const json* own, FindJsonField(scheme, group.at(), "format"));
+  if (own == nullptr && packing == "mixed-precision") {
+    return group.Error("format", "is required: the checkpoint's format is \"mixed-precision\"");
   }
-  PLACER_ASSIGN_OR_RETURN(const std::string status,
-                          ReadStringField(config, where.at(), "quantization_status", "compressed"));
-  if (status != "compressed") {
-    return where.Error("quantization_status",
-                       absl::StrCat("'", status, "': only compressed checkpoints are stored packed"));
-  }
-  PLACER_ASSIGN_OR_RETURN(const json* ignore, FindJsonField(config, where.at(), "ignore"));
-  if (ignore != nullptr) {
-    PLACER_ASSIGN_OR_RETURN(format.unquantized, UnquantizedModules::FromCompressedTensorsIgnore(
-                                                    *ignore, {where.file, JoinJsonPath(where.path, "ignore")}));
-  }
-  PLACER_ASSIGN_OR_RETURN(const json* sparsity, FindJsonField(config, where.at(), "sparsity_config"));
-  if (sparsity != nullptr && !(sparsity->is_object() && sparsity->empty())) {
-    return where.Error("sparsity_config", "sparse checkpoints are not supported");
-  }
-  PLACER_ASSIGN_OR_RETURN(const json* kv_cache, FindJsonField(config, where.at(), "kv_cache_scheme"));
-  if (kv_cache != nullptr) return where.Error("kv_cache_scheme", "a quantized KV cache is not supported");
-
-  PLACER_ASSIGN_OR_RETURN(const json* groups, ReadObjectField(config, where.at(), "config_groups"));
-  const std::string groups_path = JoinJsonPath(where.path, "config_groups");
-  if (groups->size() != 1) {
-    return where.Error("config_groups",
-                       absl::StrCat("exactly one group is supported, got ", groups->size()));
-  }
-  const Where group{where.file, JoinJsonPath(groups_path, groups->begin().key())};
-  const json& scheme = groups->begin().value();
-  PLACER_ASSIGN_OR_RETURN(const json* targets, ReadArrayField(scheme, group.at(), "targets"));
-  if (*targets != json::array({"Linear"})) {
-    return group.Error("targets", "only [\"Linear\"] is supported");
-  }
+  const Where format_where = own != nullptr ? group : Where{group.file, ""};
+  PLACER_ASSIGN_OR_RETURN(const std::string group_packing,
+                          own != nullptr ? ReadStringField(scheme, group.at(), "format")
+                                         : absl::StatusOr<std::string>(packing));
+  PLACER_ASSIGN_OR_RETURN(format.method, CompressedPacking(group_packing, format_where));
   PLACER_ASSIGN_OR_RETURN(const json* weights, ReadObjectField(scheme, group.at(), "weights"));
-  const Where w{where.file, JoinJsonPath(group.path, "weights")};
+  const Where w{group.file, JoinJsonPath(group.path, "weights")};
   PLACER_ASSIGN_OR_RETURN(const std::int64_t bits, ReadIntField(*weights, w.at(), "num_bits"));
   const bool packed = format.method == PrequantizedMethod::kCompressedPacked;
   if (bits != 8 && !(packed && bits == 4)) {
-    return w.Error("num_bits", absl::StrCat(bits, "-bit ", packing, " weights are not supported (",
-                                            packed ? "4 or 8" : "8", ")"));
+    return w.Error("num_bits", absl::StrCat(bits, "-bit ", group_packing,
+                                            " weights are not supported (", packed ? "4 or 8" : "8",
+                                            ")"));
   }
   format.bits = static_cast<int>(bits);
   PLACER_ASSIGN_OR_RETURN(const std::string type, ReadStringField(*weights, w.at(), "type", "int"));
@@ -206,7 +190,7 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
   }
   PLACER_ASSIGN_OR_RETURN(const json* inputs, FindJsonField(scheme, group.at(), "input_activations"));
   if (inputs != nullptr) {
-    const Where in{where.file, JoinJsonPath(group.path, "input_activations")};
+    const Where in{group.file, JoinJsonPath(group.path, "input_activations")};
     PLACER_ASSIGN_OR_RETURN(const bool dynamic, ReadBoolField(*inputs, in.at(), "dynamic", false));
     if (packed || !dynamic) {
       return in.Error("dynamic", "only dynamic activation quantization of int-quantized weights "
@@ -219,23 +203,144 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
   return format;
 }
 
+// A group's `targets`: "Linear" (every linear), full module names, "re:" patterns.
+absl::StatusOr<TargetedFormat> ParseCompressedTensorsTargets(const json& scheme,
+                                                             const Where& group) {
+  TargetedFormat targeted;
+  targeted.group = group.path;
+  PLACER_ASSIGN_OR_RETURN(const json* targets, ReadArrayField(scheme, group.at(), "targets"));
+  const std::string path = JoinJsonPath(group.path, "targets");
+  if (targets->empty()) return group.Error("targets", "names no module");
+  json named = json::array();
+  for (std::size_t i = 0; i < targets->size(); ++i) {
+    const JsonWhere at{group.file, IndexJsonPath(path, i)};
+    PLACER_ASSIGN_OR_RETURN(const std::string target, JsonAsString((*targets)[i], at));
+    if (target == "Linear") {
+      targeted.every_linear = true;
+    } else if (absl::StartsWith(target, "re:") || absl::StrContains(target, '.')) {
+      named.push_back(target);
+    } else {
+      return JsonError(at, absl::StrCat("\"", target, "\" is not supported (\"Linear\", a full "
+                                        "module name such as \"model.layers.0.mlp.down_proj\", or "
+                                        "a \"re:\" pattern)"));
+    }
+  }
+  PLACER_ASSIGN_OR_RETURN(targeted.named,
+                          UnquantizedModules::FromCompressedTensorsIgnore(named, {group.file, path}));
+  targeted.targets = targets->dump();
+  if (targeted.targets.size() > 200) targeted.targets = targeted.targets.substr(0, 197) + "...";
+  return targeted;
+}
+
+absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
+                                                          const Where& where) {
+  PLACER_ASSIGN_OR_RETURN(const std::string packing,
+                          ReadStringField(config, where.at(), "format"));
+  if (packing != "mixed-precision") PLACER_RETURN_IF_ERROR(CompressedPacking(packing, where).status());
+  PLACER_ASSIGN_OR_RETURN(const std::string status,
+                          ReadStringField(config, where.at(), "quantization_status", "compressed"));
+  if (status != "compressed") {
+    return where.Error("quantization_status",
+                       absl::StrCat("'", status, "': only compressed checkpoints are stored packed"));
+  }
+  UnquantizedModules ignored;
+  PLACER_ASSIGN_OR_RETURN(const json* ignore, FindJsonField(config, where.at(), "ignore"));
+  if (ignore != nullptr) {
+    PLACER_ASSIGN_OR_RETURN(ignored, UnquantizedModules::FromCompressedTensorsIgnore(
+                                         *ignore, {where.file, JoinJsonPath(where.path, "ignore")}));
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* sparsity, FindJsonField(config, where.at(), "sparsity_config"));
+  if (sparsity != nullptr && !(sparsity->is_object() && sparsity->empty())) {
+    return where.Error("sparsity_config", "sparse checkpoints are not supported");
+  }
+  PLACER_ASSIGN_OR_RETURN(const json* kv_cache, FindJsonField(config, where.at(), "kv_cache_scheme"));
+  if (kv_cache != nullptr) return where.Error("kv_cache_scheme", "a quantized KV cache is not supported");
+
+  PLACER_ASSIGN_OR_RETURN(const json* groups, ReadObjectField(config, where.at(), "config_groups"));
+  const std::string groups_path = JoinJsonPath(where.path, "config_groups");
+  if (groups->empty()) return where.Error("config_groups", "holds no group");
+  std::vector<TargetedFormat> targeted;
+  std::string every_linear;  // the group targeting "Linear"
+  for (const auto& [key, scheme] : groups->items()) {
+    const Where group{where.file, JoinJsonPath(groups_path, key)};
+    PLACER_ASSIGN_OR_RETURN(TargetedFormat one, ParseCompressedTensorsTargets(scheme, group));
+    PLACER_ASSIGN_OR_RETURN(PrequantizedFormat format,
+                            ParseCompressedTensorsScheme(scheme, group, packing));
+    one.format = std::make_shared<const PrequantizedFormat>(std::move(format));
+    if (one.every_linear) {
+      if (!every_linear.empty()) {
+        return group.Error("targets", absl::StrCat("targets \"Linear\" as ", every_linear,
+                                                   " does: which one quantizes a linear is "
+                                                   "ambiguous"));
+      }
+      every_linear = one.group;
+    }
+    targeted.push_back(std::move(one));
+  }
+  PrequantizedFormat format = *targeted.front().format;
+  format.unquantized = std::move(ignored);
+  // One group for every linear: the plain case, one format.
+  const bool one_format = targeted.size() == 1 && targeted.front().every_linear &&
+                          targeted.front().named.empty();
+  if (!one_format) format.groups = std::move(targeted);
+  return format;
+}
+
 }  // namespace
 
+absl::StatusOr<const PrequantizedFormat*> PrequantizedFormat::ForModule(
+    absl::string_view module) const {
+  if (unquantized.Covers(module)) return nullptr;
+  if (groups.empty()) return this;
+  const TargetedFormat* by_name = nullptr;
+  const TargetedFormat* by_class = nullptr;
+  for (const TargetedFormat& group : groups) {
+    if (group.named.Covers(module)) {
+      if (by_name != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": ", by_name->group, ".targets and ", group.group, ".targets both name ",
+            module, ": which one quantizes it is ambiguous"));
+      }
+      by_name = &group;
+    }
+    if (group.every_linear) by_class = &group;
+  }
+  const TargetedFormat* chosen = by_name != nullptr ? by_name : by_class;
+  return chosen != nullptr ? chosen->format.get() : nullptr;
+}
+
+std::string PrequantizedFormat::WhyFloat(absl::string_view module) const {
+  if (unquantized.Covers(module)) return unquantized.description();
+  absl::StatusOr<const PrequantizedFormat*> format = ForModule(module);
+  if (!format.ok() || *format != nullptr) return "";
+  return absl::StrCat("no config group of ", source, " targets it");
+}
+
 std::string PrequantizedFormat::Describe() const {
-  const std::string groups =
+  if (!groups.empty()) {
+    std::string text = "compressed-tensors config groups:";
+    for (const TargetedFormat& group : groups) {
+      absl::StrAppend(&text, group.group == groups.front().group ? " " : "; ",
+                      group.group.substr(group.group.rfind('.') + 1), " ",
+                      absl::StripPrefix(group.format->Describe(), "compressed-tensors "), " for ",
+                      group.targets);
+    }
+    return text;
+  }
+  const std::string scales =
       group_size == 0 ? "one scale per output channel" : absl::StrCat("groups of ", group_size);
   switch (method) {
     case PrequantizedMethod::kGptq:
-      return absl::StrCat("GPTQ ", bits, "-bit (", groups, symmetric ? ", sym" : ", asym",
+      return absl::StrCat("GPTQ ", bits, "-bit (", scales, symmetric ? ", sym" : ", asym",
                           desc_act ? ", desc_act" : "", zeros_minus_one ? ", v1" : ", v2",
                           quantized_lm_head ? ", lm_head" : "", ")");
-    case PrequantizedMethod::kAwq: return absl::StrCat("AWQ GEMM ", bits, "-bit (", groups, ")");
+    case PrequantizedMethod::kAwq: return absl::StrCat("AWQ GEMM ", bits, "-bit (", scales, ")");
     case PrequantizedMethod::kCompressedPacked:
-      return absl::StrCat("compressed-tensors pack-quantized ", bits, "-bit (", groups,
+      return absl::StrCat("compressed-tensors pack-quantized ", bits, "-bit (", scales,
                           symmetric ? ", symmetric" : ", asymmetric",
                           desc_act ? ", actorder group" : "", ")");
     case PrequantizedMethod::kCompressedInt:
-      return absl::StrCat("compressed-tensors int-quantized 8-bit (", groups,
+      return absl::StrCat("compressed-tensors int-quantized 8-bit (", scales,
                           dynamic_int8_activations ? "; activations kept in the compute dtype" : "",
                           ")");
   }

@@ -14,15 +14,22 @@
 //     modules_to_not_convert.
 //   compressed-tensors (quant_method "compressed-tensors"): format "pack-quantized" (int4 or
 //     int8 weights, "group" or "channel" strategy) or "int-quantized" (int8 weights, channel
-//     strategy; dynamic int8 activations are served in the compute dtype), one config group
-//     targeting "Linear", ignore (names and "re:" patterns).
+//     strategy; dynamic int8 activations are served in the compute dtype), or "mixed-precision"
+//     with each config group naming its own; ignore (names and "re:" patterns). Config groups
+//     target linears by class ("Linear"), full module name or "re:" pattern; a linear named by
+//     a group's names or patterns takes that group, else the group targeting "Linear", else it
+//     is stored float (compressed-tensors' and vLLM's precedence). Two groups claiming one
+//     linear at the same precedence are refused, naming both: placer does not rely on JSON
+//     key order.
 // The linears a checkpoint leaves unquantized (loader/unquantized_modules.h) are plain float
 // `.weight`s, served in the compute dtype like the embeddings.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +40,19 @@
 namespace placer::loader {
 
 enum class PrequantizedMethod { kGptq, kAwq, kCompressedPacked, kCompressedInt };
+
+struct PrequantizedFormat;
+
+// One compressed-tensors config group of a checkpoint that does not quantize every linear
+// alike: its format and the decoder-layer linears its `targets` select.
+struct TargetedFormat {
+  std::string group;     // "quantization_config.config_groups.attention", for logs and errors
+  std::string targets;   // the targets as written, for Describe()
+  // The targets' module names and "re:" patterns, matched as `ignore` entries are.
+  UnquantizedModules named;
+  bool every_linear = false;  // "Linear" among the targets
+  std::shared_ptr<const PrequantizedFormat> format;
+};
 
 struct PrequantizedFormat {
   PrequantizedMethod method = PrequantizedMethod::kGptq;
@@ -52,8 +72,23 @@ struct PrequantizedFormat {
   bool quantized_lm_head = false;
   std::string source;               // the file the config came from
   UnquantizedModules unquantized;   // decoder-layer linears stored as float weights
+  // compressed-tensors groups other than one targeting every linear ("Linear"): each linear's
+  // format is its group's, and the fields above (but `source` and `unquantized`) are the
+  // first group's. Empty: every quantized linear is stored in this format.
+  std::vector<TargetedFormat> groups;
 
-  // "GPTQ 4-bit (groups of 128, v1 zeros)", for logs, plans and the offload store's scheme.
+  // The format decoder-layer linear `module` ("model.layers.0.mlp.down_proj") is stored in:
+  // this one, or its config group's; nullptr when it is stored as a float weight (left out
+  // by `unquantized`, or targeted by no group). An error names the two groups when two claim
+  // it at the same precedence.
+  absl::StatusOr<const PrequantizedFormat*> ForModule(absl::string_view module) const;
+  // Why decoder-layer linear `module` is stored as a float weight, for errors: the field that
+  // leaves it out ("quantization_config.ignore [...]") or that no config group targets it;
+  // "" when it is stored quantized.
+  std::string WhyFloat(absl::string_view module) const;
+
+  // "GPTQ 4-bit (groups of 128, v1 zeros)", for logs, plans and the offload store's scheme;
+  // with several config groups each group's, with its targets.
   std::string Describe() const;
 };
 

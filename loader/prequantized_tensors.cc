@@ -15,8 +15,8 @@ std::string ShapeString(const std::vector<std::int64_t>& shape) {
 class PartChecker {
  public:
   PartChecker(const std::function<const StoredTensor*(const std::string&)>& find,
-              absl::string_view where, const PrequantizedFormat& format)
-      : find_(find), where_(where), format_(format) {}
+              absl::string_view where)
+      : find_(find), where_(where) {}
 
   // The part's name when present with one of `dtypes` and `shape`; "" when absent and
   // optional; an error naming it otherwise.
@@ -26,7 +26,7 @@ class PartChecker {
     if (stored == nullptr) {
       if (!required) return std::string();
       return absl::NotFoundError(absl::StrCat(where_, ": tensor \"", name, "\" is missing; ",
-                                              format_.source, " (", format_.Describe(),
+                                              format_->source, " (", format_->Describe(),
                                               ") requires it"));
     }
     bool dtype_ok = false;
@@ -38,22 +38,26 @@ class PartChecker {
     if (!dtype_ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           where_, ": tensor \"", name, "\" is ", DTypeName(stored->dtype), " but ",
-          format_.Describe(), " stores it as ", absl::StrJoin(names, " or ")));
+          format_->Describe(), " stores it as ", absl::StrJoin(names, " or ")));
     }
     if (stored->shape != shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           where_, ": tensor \"", name, "\" has shape ", ShapeString(stored->shape), " but ",
-          format_.Describe(), " of a ", shape_note_, " weight implies ", ShapeString(shape)));
+          format_->Describe(), " of a ", shape_note_, " weight implies ", ShapeString(shape)));
     }
     return name;
   }
   bool Has(const std::string& name) const { return find_(name) != nullptr; }
-  void set_shape_note(std::string note) { shape_note_ = std::move(note); }
+  // The slot being checked: its shape for messages and the format its parts are stored in.
+  void set_slot(std::string shape_note, const PrequantizedFormat* format) {
+    shape_note_ = std::move(shape_note);
+    format_ = format;
+  }
 
  private:
   const std::function<const StoredTensor*(const std::string&)>& find_;
   absl::string_view where_;
-  const PrequantizedFormat& format_;
+  const PrequantizedFormat* format_ = nullptr;
   std::string shape_note_;
 };
 
@@ -153,19 +157,20 @@ absl::StatusOr<PackedLayout> PrequantizedSlotLayout(const TensorDescription& slo
   return layout;
 }
 
-bool StoredQuantized(const BlockDescription& block, const TensorDescription& slot,
-                     const PrequantizedFormat& format) {
-  if (!slot.present) return false;
-  if (slot.lm_head) return format.quantized_lm_head && slot.tied_to.empty();
-  return block.decoder_layer() && slot.linear != LinearWeight::kNone &&
-         !format.unquantized.Covers(ModuleOf(slot.name));
+absl::StatusOr<const PrequantizedFormat*> StoredFormat(const BlockDescription& block,
+                                                       const TensorDescription& slot,
+                                                       const PrequantizedFormat& format) {
+  if (!slot.present) return nullptr;
+  if (slot.lm_head) return format.quantized_lm_head && slot.tied_to.empty() ? &format : nullptr;
+  if (!block.decoder_layer() || slot.linear == LinearWeight::kNone) return nullptr;
+  return format.ForModule(ModuleOf(slot.name));
 }
 
 absl::StatusOr<QuantizedLinears> MatchQuantizedLinears(
     const ArchitectureDescription& architecture, const PrequantizedFormat& format,
     const std::function<const StoredTensor*(const std::string&)>& find, absl::string_view where) {
   QuantizedLinears out;
-  PartChecker parts(find, where, format);
+  PartChecker parts(find, where);
   for (const BlockDescription& block : architecture.blocks) {
     for (const TensorDescription& slot : block.tensors) {
       if (slot.lm_head && format.quantized_lm_head && !slot.tied_to.empty()) {
@@ -174,12 +179,13 @@ absl::StatusOr<QuantizedLinears> MatchQuantizedLinears(
             "config.json ties it to the token embedding (tie_word_embeddings): a quantized "
             "lm_head needs its own lm_head.* tensors"));
       }
-      if (!StoredQuantized(block, slot, format)) continue;  // a float tensor
+      PLACER_ASSIGN_OR_RETURN(const PrequantizedFormat* stored, StoredFormat(block, slot, format));
+      if (stored == nullptr) continue;  // a float tensor
       if (slot.shape.size() != 2 || !absl::EndsWith(slot.name, ".weight")) {
         return absl::InternalError(absl::StrCat("linear slot ", slot.name, " is not a 2-D .weight"));
       }
-      parts.set_shape_note(absl::StrCat("[", slot.shape[0], ", ", slot.shape[1], "]"));
-      PLACER_ASSIGN_OR_RETURN(QuantizedLinearSource source, MatchSlot(slot, format, parts, where));
+      parts.set_slot(absl::StrCat("[", slot.shape[0], ", ", slot.shape[1], "]"), stored);
+      PLACER_ASSIGN_OR_RETURN(QuantizedLinearSource source, MatchSlot(slot, *stored, parts, where));
       for (const std::string* part : {&source.codes, &source.zeros, &source.scales,
                                       &source.group_index, &source.shape}) {
         if (!part->empty()) out.parts.insert(*part);

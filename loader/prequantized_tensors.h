@@ -70,14 +70,16 @@ inline absl::string_view ModuleOf(absl::string_view slot) {
   return absl::StripSuffix(slot, ".weight");
 }
 
-// Whether `slot` of `block` is stored quantized in a checkpoint of `format`: a decoder-layer
-// linear that format.unquantized does not leave float, or the untied lm_head under GPTQ's
-// `lm_head: true`.
-bool StoredQuantized(const BlockDescription& block, const TensorDescription& slot,
-                     const PrequantizedFormat& format);
+// The format `slot` of `block` is stored in by a checkpoint of `format`, nullptr when it is a
+// float tensor: a decoder-layer linear's from format.ForModule (an error when two config
+// groups claim it), the untied lm_head's under GPTQ's `lm_head: true`.
+absl::StatusOr<const PrequantizedFormat*> StoredFormat(const BlockDescription& block,
+                                                       const TensorDescription& slot,
+                                                       const PrequantizedFormat& format);
 
-// The linears `format` leaves unquantized (format.unquantized) are not sources: they are
-// float `.weight`s, checked like any other tensor.
+// The linears `format` leaves unquantized (format.unquantized, or no config group targets
+// them) are not sources: they are float `.weight`s, checked like any other tensor. Each
+// source carries its own linear's format.
 // `find` gives a checkpoint tensor by canonical name, or nullptr. `where` names the checkpoint
 // in errors. Each linear slot's parts must all be there with the dtype and shape above; its
 // `.weight` must not be (except int-quantized's int8 one). A slot whose layout placer cannot

@@ -81,14 +81,17 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     if (slot == slots.end() || !slot->second->present) {
       // A quantized part ("...up_proj.qweight") of a linear the config says is left unquantized.
       const std::string module = name.substr(0, name.rfind('.'));
-      const bool left_float = prequantized && slots.count(module + ".weight") > 0 &&
-                              prequantized->unquantized.Covers(module);
+      const auto linear = slots.find(module + ".weight");
+      const std::string why_float =
+          prequantized && linear != slots.end() && linear->second->linear != loader::LinearWeight::kNone
+              ? prequantized->WhyFloat(module)
+              : "";
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint holds tensor '", name, "' that ",
           loader::ArchitectureName(config.architecture), " as config.json describes it has not",
-          left_float ? absl::StrCat(": its quantization_config leaves ", module, " unquantized (",
-                                    prequantized->unquantized.description(), ")")
-                     : ""));
+          why_float.empty() ? ""
+                            : absl::StrCat(": its quantization_config leaves ", module,
+                                           " unquantized (", why_float, ")")));
     }
     if (!by_name.emplace(name, &tensor).second) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -103,10 +106,14 @@ absl::StatusOr<ModuleTreeSpec> ModuleTreeSpecForModel(
     for (const loader::TensorDescription& slot : block.tensors) {
       if (!slot.present) continue;
       TensorSpec tensor{slot.name, slot.shape, default_dtype, false, block.row_lookup, std::nullopt};
-      if (prequantized && loader::StoredQuantized(block, slot, *prequantized)) {
+      absl::StatusOr<const loader::PrequantizedFormat*> stored_format =
+          prequantized ? loader::StoredFormat(block, slot, *prequantized)
+                       : absl::StatusOr<const loader::PrequantizedFormat*>(nullptr);
+      if (!stored_format.ok()) return stored_format.status();
+      if (*stored_format != nullptr) {
         // Held repacked: planned in the packed bytes, whatever the parts weigh on disk.
         absl::StatusOr<loader::PackedLayout> layout =
-            loader::PrequantizedSlotLayout(slot, *prequantized, "checkpoint");
+            loader::PrequantizedSlotLayout(slot, **stored_format, "checkpoint");
         if (!layout.ok()) return layout.status();
         tensor.packed_bytes = layout->bytes();
         spec.tensors.push_back(std::move(tensor));

@@ -1,5 +1,5 @@
-// Pre-quantized checkpoints end to end: for GPTQ, AWQ and compressed-tensors (pack-quantized
-// and int-quantized) checkpoints written by the independent Python packer
+// Pre-quantized checkpoints end to end: for GPTQ, AWQ and compressed-tensors (pack-quantized,
+// int-quantized, and several config groups mixing them) checkpoints written by the independent Python packer
 // (tests/model/prequantized_writer.py), a real placerd serves over gRPC the greedy tokens that a
 // second placerd serving the float dequantization of the same tensors serves; `placer plan`
 // sizes the linear weights in their packed bytes and names the format; --quantize on top of
@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -34,6 +35,9 @@ struct Format {
   std::string float_field = "";
   // GPTQ lm_head: true (the writer's --lm-head): the base's vocabulary packs into 4-bit words.
   bool lm_head = false;
+  // Several compressed-tensors config groups: {bits, group size} of the linears (in every
+  // layer) that are not in `bits`/`group_size`.
+  std::map<std::string, std::pair<int, int64_t>> other_schemes = {};
 };
 void PrintTo(const Format& f, std::ostream* os) { *os << f.name; }
 
@@ -140,8 +144,12 @@ TEST_P(Prequantized, PlanSizesLinearWeightsInTheirPackedBytes) {
       {"mlp.down_proj", 128, 256}};
   for (const auto& [name, out, in] : linear) {
     if (GetParam().float_linears.count(name) > 0) continue;  // F32, as in the reference
-    const int64_t group = GetParam().group_size == -1 ? in : GetParam().group_size;
-    const uint64_t packed = out * (in / group) * (8 + group * GetParam().bits / 8);
+    const auto other = GetParam().other_schemes.find(name);
+    const auto [bits, group_size] = other != GetParam().other_schemes.end()
+                                        ? other->second
+                                        : std::make_pair(GetParam().bits, GetParam().group_size);
+    const int64_t group = group_size == -1 ? in : group_size;
+    const uint64_t packed = out * (in / group) * (8 + group * bits / 8);
     expected = expected - 2 * out * in * 4 + 2 * packed;
   }
   if (GetParam().lm_head) {
@@ -246,7 +254,18 @@ INSTANTIATE_TEST_SUITE_P(
                              "GPTQ 4-bit (groups of 32, asym, v1, lm_head)", 4, 32, {}, "", true},
                       Format{"awq_not_converted", "awq 4 64 --float-modules=mlp.gate_proj",
                              "AWQ GEMM 4-bit (groups of 64)", 4, 64, {"mlp.gate_proj"},
-                             "quantization_config.modules_to_not_convert"}),
+                             "quantization_config.modules_to_not_convert"},
+                      // llm-compressor's mixed schemes: W8A8 attention by a pattern, 4-bit
+                      // groups for the other linears ("Linear"), one linear ignored.
+                      Format{"compressed_tensors_mixed_groups",
+                             "ct-mixed 4 32 --float-modules=mlp.down_proj",
+                             "compressed-tensors config groups: attention int-quantized 8-bit (one "
+                             "scale per output channel; activations kept in the compute dtype) for "
+                             "[\"re:.*self_attn\\\\.(q|k|v)_proj$\"]; rest pack-quantized 4-bit "
+                             "(groups of 32, asymmetric) for [\"Linear\"]",
+                             4, 32, {"mlp.down_proj"}, "quantization_config.ignore", false,
+                             {{"self_attn.q_proj", {8, -1}}, {"self_attn.k_proj", {8, -1}},
+                              {"self_attn.v_proj", {8, -1}}}}),
     [](const ::testing::TestParamInfo<Format>& info) { return info.param.name; });
 
 }  // namespace

@@ -33,8 +33,16 @@ void CheckPrequantizedSlots(const loader::ModelConfig& config) {
   const loader::ArchitectureDescription architecture = loader::DescribeArchitecture(config);
   for (const loader::TensorDescription* slot : architecture.Slots()) {
     if (slot->linear == loader::LinearWeight::kNone) continue;
+    absl::StatusOr<const loader::PrequantizedFormat*> format =
+        config.quantization->ForModule(loader::ModuleOf(slot->name));
+    if (!format.ok()) {
+      Check(!format.status().message().empty());
+      continue;
+    }
+    if (*format == nullptr) continue;
+    CheckPrequantizedFormat(**format);
     absl::StatusOr<loader::PackedLayout> layout =
-        loader::PrequantizedSlotLayout(*slot, *config.quantization, "fuzz");
+        loader::PrequantizedSlotLayout(*slot, **format, "fuzz");
     if (!layout.ok()) continue;
     Check(layout->bytes() > 0 && layout->in % layout->group_size == 0);
   }

@@ -69,6 +69,18 @@ constexpr const char* kConfigs[] = {
         "format": "int-quantized", "config_groups": {"g": {"targets": ["Linear"], "weights":
         {"num_bits": 8, "strategy": "channel", "symmetric": true}, "input_activations":
         {"num_bits": 8, "dynamic": true}}}}})",
+    // Several config groups, each its own format: a pattern, full names, the "Linear" class.
+    R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "quantization_config": {"quant_method": "compressed-tensors", "format": "mixed-precision",
+        "ignore": ["lm_head"], "config_groups": {
+        "attention": {"format": "int-quantized", "targets": ["re:.*self_attn\\.(q|k|v)_proj$"],
+        "weights": {"num_bits": 8, "strategy": "channel", "symmetric": true},
+        "input_activations": {"num_bits": 8, "dynamic": true}},
+        "named": {"format": "pack-quantized", "targets": ["model.layers.1.mlp.down_proj"],
+        "weights": {"num_bits": 8, "strategy": "channel", "symmetric": true}},
+        "rest": {"format": "pack-quantized", "targets": ["Linear"], "weights": {"num_bits": 4,
+        "strategy": "group", "group_size": 32, "symmetric": false}}}}})",
 };
 
 // AutoGPTQ's and AutoAWQ's own quantize_config.json (no quant_method: GPTQ).

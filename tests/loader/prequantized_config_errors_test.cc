@@ -97,8 +97,23 @@ TEST_F(PrequantizedErrorsTest, AwqAndCompressedTensorsConfigFieldsAreValidated) 
       {"ct-pack", [](nlohmann::json& q) { q["ignore"] = {"lm_head", "re:.*layers\\.0\\..*_proj$"}; }, {"model.layers.0.self_attn.q_proj.weight\" is missing", "quantization_config.ignore"}},
       {"ct-pack", [](nlohmann::json& q) { q["ignore"] = {"lm_head", "re:(a)\\1"}; }, {"quantization_config.ignore[1]", "(a)\\1", "not supported"}},
       {"ct-pack", [](nlohmann::json& q) { q["kv_cache_scheme"] = {{"num_bits", 8}}; }, {"quantization_config.kv_cache_scheme"}},
-      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_1"] = q["config_groups"]["group_0"]; }, {"quantization_config.config_groups", "exactly one group"}},
-      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = {"Embedding"}; }, {"config_groups.group_0.targets"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_1"] = q["config_groups"]["group_0"]; }, {"quantization_config.config_groups.group_1.targets", "\"Linear\" as quantization_config.config_groups.group_0 does", "ambiguous"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = {"Embedding"}; }, {"config_groups.group_0.targets[0]", "\"Embedding\" is not supported"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = nlohmann::json::array(); }, {"config_groups.group_0.targets", "names no module"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"] = nlohmann::json::object(); }, {"quantization_config.config_groups", "no group"}},
+      // Several groups: each may name its own format, must under "mixed-precision".
+      {"ct-pack", [](nlohmann::json& q) { q["format"] = "mixed-precision"; }, {"config_groups.group_0.format", "required", "mixed-precision"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized"; }, {"config_groups.group_0.format", "nvfp4-pack-quantized", "not supported"}},
+      // Two groups naming one linear (a pattern and a full name) at the same precedence.
+      {"ct-pack", [](nlohmann::json& q) {
+         q["config_groups"]["group_1"] = q["config_groups"]["group_0"];
+         q["config_groups"]["group_1"]["targets"] = {"re:.*q_proj$"};
+         q["config_groups"]["group_2"] = q["config_groups"]["group_0"];
+         q["config_groups"]["group_2"]["targets"] = {"model.layers.0.self_attn.q_proj"};
+       }, {"config_groups.group_1.targets and quantization_config.config_groups.group_2.targets both name model.layers.0.self_attn.q_proj", "ambiguous"}},
+      // A group for the MLPs alone: the attention linears are float, which the tensors are not.
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = {"re:.*mlp\\..*"}; }, {"self_attn.q_proj.weight\" is missing", "unquantized (no config group of", "config.json targets it)"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = {"re:(?<=x)"}; }, {"config_groups.group_0.targets", "(?<=x)", "RE2"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["num_bits"] = 2; }, {"config_groups.group_0.weights.num_bits", "2-bit"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["type"] = "float"; }, {"config_groups.group_0.weights.type"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["weights"]["strategy"] = "tensor"; }, {"config_groups.group_0.weights.strategy", "tensor"}},

@@ -12,6 +12,7 @@
 #include <thread>
 #include <filesystem>
 #include <optional>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,16 @@ struct Case {
   std::set<std::string> float_modules = {};
   // GPTQ lm_head: true (--lm-head): the base gets a vocabulary GPTQ can pack along its outputs.
   bool lm_head = false;
+  // Several compressed-tensors config groups (ct-mixed): {bits, group size} of the linears
+  // not in `bits`/`group_size`, by full module name or by name in every layer ("self_attn.q_proj").
+  std::map<std::string, std::pair<int, int>> schemes = {};
+
+  std::pair<int, int> SchemeOf(const std::string& module) const {
+    if (auto it = schemes.find(module); it != schemes.end()) return it->second;
+    const std::string in_layer = module.substr(module.find('.', std::string("model.layers.").size()) + 1);
+    if (auto it = schemes.find(in_layer); it != schemes.end()) return it->second;
+    return {bits, group_size};
+  }
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -151,9 +162,10 @@ TEST_P(PrequantizedCheckpoint, EveryLinearWeightIsRepackedNotReadAsAFloatWeight)
       continue;
     }
     ASSERT_NE(source, nullptr) << slot->name;
-    EXPECT_EQ(source->layout.bits, GetParam().bits);
-    EXPECT_EQ(source->layout.group_size,
-              GetParam().group_size == -1 ? source->layout.in : GetParam().group_size);
+    const auto [bits, group_size] = GetParam().SchemeOf(std::string(loader::ModuleOf(slot->name)));
+    EXPECT_EQ(source->layout.bits, bits) << slot->name;
+    EXPECT_EQ(source->layout.group_size, group_size == -1 ? source->layout.in : group_size)
+        << slot->name;
   }
   EXPECT_EQ(linear, 14);
   const loader::QuantizedLinearSource* head = checkpoint_->QuantizedLinear("lm_head.weight");
@@ -419,7 +431,21 @@ INSTANTIATE_TEST_SUITE_P(
                             "model.layers.0.mlp.gate_proj"}},
                       Case{"ct_int8_channel_ignore_up", "ct-int", 8, -1,
                            "--sym --float-modules=mlp.up_proj",
-                           {"model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj"}}),
+                           {"model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj"}},
+                      // Several config groups: int8 W8A8 attention by a pattern, int4 groups
+                      // of 32 for every other linear, 8-bit per channel for two linears named
+                      // in full (a name before the "Linear" class), one linear ignored.
+                      Case{"ct_mixed_groups", "ct-mixed", 4, 32,
+                           "--ct-named=model.layers.1.mlp.down_proj,model.layers.0.self_attn.o_proj"
+                           " --float-modules=model.layers.0.mlp.up_proj",
+                           {"model.layers.0.mlp.up_proj"}, false,
+                           {{"self_attn.q_proj", {8, -1}}, {"self_attn.k_proj", {8, -1}},
+                            {"self_attn.v_proj", {8, -1}}, {"model.layers.1.mlp.down_proj", {8, -1}},
+                            {"model.layers.0.self_attn.o_proj", {8, -1}}}},
+                      Case{"ct_mixed_groups_sym_actorder", "ct-mixed", 4, 64, "--sym --act-order",
+                           {}, false,
+                           {{"self_attn.q_proj", {8, -1}}, {"self_attn.k_proj", {8, -1}},
+                            {"self_attn.v_proj", {8, -1}}}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -5,7 +5,11 @@ compressed-tensors' pack_to_int32), independently of placer's C++ code.
 
 usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_SIZE [options]
   BASE_DIR: an unquantized F32 Llama checkpoint (placer-make-checkpoint, biases included);
-  FORMAT: gptq | gptq_v2 | awq | ct-pack | ct-int; GROUP_SIZE -1: one group per column;
+  FORMAT: gptq | gptq_v2 | awq | ct-pack | ct-int | ct-mixed; GROUP_SIZE -1: one group per
+  column; ct-mixed: compressed-tensors "mixed-precision" with a config group "attention"
+  (targets a "re:" pattern of q/k/v_proj: int-quantized 8-bit per channel, W8A8) and a group
+  "rest" (targets "Linear": pack-quantized BITS/GROUP_SIZE); --ct-named=A,B (ct-mixed): a third
+  group "named" targeting these full module names, pack-quantized 8-bit per channel, symmetric;
   --sym: symmetric zero points; --quantize-config-file: GPTQ's config in quantize_config.json
   instead of config.json; --act-order (GPTQ desc_act, ct-pack actorder "group"): each
   linear's inputs quantized in a random order (as GPTQ orders them by activation size),
@@ -190,6 +194,19 @@ BLOCK_LINEARS = [["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
                  ["self_attn.o_proj"], ["mlp.gate_proj", "mlp.up_proj"], ["mlp.down_proj"]]
 
 
+MIXED_ATTENTION = r"re:.*self_attn\.(q|k|v)_proj$"
+
+
+def mixed_scheme(module, bits, group_size, sym, named):
+    """ct-mixed: the (format, bits, group size, sym) of a linear, by compressed-tensors'
+    precedence (a full name or pattern before the "Linear" class)."""
+    if module in named:
+        return "ct-pack", 8, -1, True
+    if re.match(MIXED_ATTENTION[3:], module):
+        return "ct-int", 8, -1, True
+    return "ct-pack", bits, group_size, sym
+
+
 def is_float_module(module, float_modules):
     return any(module == f if f.startswith("model.") else module.endswith("." + f)
                for f in float_modules)
@@ -199,7 +216,8 @@ def float_regex(name):
     return (re.escape(name) if name.startswith("model.") else ".*\\." + re.escape(name)) + "$"
 
 
-def quantization_config(fmt, bits, group_size, sym, act_order, float_modules=(), gptq_dynamic=False):
+def quantization_config(fmt, bits, group_size, sym, act_order, float_modules=(), gptq_dynamic=False,
+                        named=()):
     if fmt in ("gptq", "gptq_v2"):
         config = {"quant_method": "gptq", "bits": bits, "group_size": group_size, "sym": sym,
                   "desc_act": act_order, "damp_percent": 0.01, "true_sequential": True,
@@ -215,6 +233,28 @@ def quantization_config(fmt, bits, group_size, sym, act_order, float_modules=(),
         return {"quant_method": "awq", "bits": bits, "group_size": group_size,
                 "zero_point": True, "version": "gemm",
                 "modules_to_not_convert": list(float_modules) or None}
+    ignore = ["lm_head"] + [f if f.startswith("model.") else "re:" + float_regex(f)
+                            for f in float_modules]
+    if fmt == "ct-mixed":
+        # Each group names its own format, as compressed-tensors writes mixed schemes.
+        groups = {"attention": ct_group("ct-int", 8, -1, True, False, [MIXED_ATTENTION], True),
+                  "rest": ct_group("ct-pack", bits, group_size, sym, act_order, ["Linear"], True)}
+        if named:
+            groups["named"] = ct_group("ct-pack", 8, -1, True, act_order, list(named), True)
+    else:
+        groups = {"group_0": ct_group(fmt, bits, group_size, sym, act_order, ["Linear"])}
+    return {"quant_method": "compressed-tensors",
+            "format": CT_FORMATS.get(fmt, "mixed-precision"),
+            "quantization_status": "compressed", "global_compression_ratio": None,
+            "ignore": ignore, "kv_cache_scheme": None, "sparsity_config": {},
+            "config_groups": groups}
+
+
+CT_FORMATS = {"ct-pack": "pack-quantized", "ct-int": "int-quantized"}
+
+
+def ct_group(fmt, bits, group_size, sym, act_order, targets, own_format=False):
+    """A compressed-tensors config group (QuantizationScheme) for `fmt`'s weights."""
     weights = {"num_bits": bits, "type": "int", "symmetric": sym, "dynamic": False,
                "strategy": "channel" if group_size == -1 else "group",
                "actorder": "group" if act_order else None,
@@ -225,18 +265,14 @@ def quantization_config(fmt, bits, group_size, sym, act_order, float_modules=(),
     if fmt == "ct-int":
         inputs = {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True,
                   "strategy": "token", "group_size": None, "observer": None}
-    return {"quant_method": "compressed-tensors",
-            "format": "pack-quantized" if fmt == "ct-pack" else "int-quantized",
-            "quantization_status": "compressed", "global_compression_ratio": None,
-            "ignore": ["lm_head"] + [f if f.startswith("model.") else "re:" + float_regex(f)
-                                     for f in float_modules],
-            "kv_cache_scheme": None, "sparsity_config": {},
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
-                                          "input_activations": inputs,
-                                          "output_activations": None}}}
+    group = {"targets": targets, "weights": weights, "input_activations": inputs,
+             "output_activations": None}
+    if own_format:
+        group["format"] = CT_FORMATS[fmt]
+    return group
 
 
-FORMATS = ("gptq", "gptq_v2", "awq", "ct-pack", "ct-int")
+FORMATS = ("gptq", "gptq_v2", "awq", "ct-pack", "ct-int", "ct-mixed")
 
 
 def main(argv):
@@ -252,16 +288,20 @@ def main(argv):
                  f"{bits!r} and {group_size!r}")
     sym = "--sym" in argv
     act_order = "--act-order" in argv
-    if act_order and fmt not in ("gptq", "gptq_v2", "ct-pack"):
+    if act_order and fmt not in ("gptq", "gptq_v2", "ct-pack", "ct-mixed"):
         sys.exit("prequantized_writer.py: --act-order is GPTQ's (desc_act) and compressed-tensors "
                  "pack-quantized's (actorder \"group\")")
     lm_head = "--lm-head" in argv
     if lm_head and fmt not in ("gptq", "gptq_v2"):
         sys.exit("prequantized_writer.py: --lm-head is GPTQ's (GPTQModel lm_head: true)")
-    float_modules = []
+    float_modules, named = [], []
     for a in argv:
         if a.startswith("--float-modules="):
             float_modules = [f for f in a.split("=", 1)[1].split(",") if f]
+        if a.startswith("--ct-named="):
+            named = [f for f in a.split("=", 1)[1].split(",") if f]
+    if named and fmt != "ct-mixed":
+        sys.exit("prequantized_writer.py: --ct-named is ct-mixed's")
     torch.manual_seed(20)
     tensors = read_safetensors(os.path.join(base, "model.safetensors"))
     quantized, reference = {}, {}
@@ -275,17 +315,21 @@ def main(argv):
             quantized[name] = t
             reference[name] = t.float()
         elif is_linear:
+            module = name[:-len(".weight")]
+            module_fmt, module_bits, module_group, module_sym = (
+                mixed_scheme(module, bits, group_size, sym, named) if fmt == "ct-mixed"
+                else (fmt, bits, group_size, sym))
             perm = None
-            if act_order:
+            if act_order and module_fmt != "ct-int":
                 shared = {"k_proj": "q_proj", "up_proj": "gate_proj"}.get(parts[-2], parts[-2])
                 key = ".".join(parts[:-2] + [shared])
                 seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
                 perm = torch.randperm(t.shape[1], generator=torch.Generator().manual_seed(seed))
-            if group_size != -1 and t.shape[1] % group_size:
-                sys.exit(f"prequantized_writer.py: GROUP_SIZE {group_size} does not divide the "
+            if module_group != -1 and t.shape[1] % module_group:
+                sys.exit(f"prequantized_writer.py: GROUP_SIZE {module_group} does not divide the "
                          f"{t.shape[1]} inputs of {name}")
-            stored, dequantized = quantize_linear(name[:-len(".weight")], t.float(), fmt, bits,
-                                                  group_size, sym, perm)
+            stored, dequantized = quantize_linear(module, t.float(), module_fmt, module_bits,
+                                                  module_group, module_sym, perm)
             quantized.update(stored)
             reference[name] = dequantized
         else:
@@ -305,7 +349,7 @@ def main(argv):
     with open(os.path.join(ref_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     qconfig = quantization_config(fmt, bits, group_size, sym, act_order, float_modules,
-                                  "--gptq-dynamic" in argv)
+                                  "--gptq-dynamic" in argv, named)
     if lm_head:
         if "lm_head.weight" not in tensors:
             sys.exit("prequantized_writer.py: --lm-head needs an untied lm_head.weight in BASE_DIR")
