@@ -50,6 +50,68 @@ absl::Status ReadGroupSize(const json& object, const Where& where, absl::string_
   return absl::OkStatus();
 }
 
+// GPTQModel's positive `dynamic` keys with overrides: `base` (every other linear) first, then
+// one format per key; empty when no key overrides anything. Keys that only tune the
+// quantization run (damping, ordering heuristics) change nothing stored and are accepted.
+absl::StatusOr<std::vector<TargetedFormat>> GptqDynamicOverrides(const json& dynamic,
+                                                                 const Where& where,
+                                                                 const PrequantizedFormat& base) {
+  std::vector<TargetedFormat> out;
+  for (const auto& [key, overrides] : dynamic.items()) {
+    if (absl::StartsWith(key, "-:") || overrides.is_null()) continue;
+    const Where at{where.file, JoinJsonPath(where.path, key)};
+    if (!overrides.is_object()) return JsonError(at.at(), "must be an object of overrides");
+    if (overrides.empty()) continue;
+    PrequantizedFormat format = base;
+    format.source = absl::StrCat(where.file, " ", at.path);
+    for (const auto& [field, value] : overrides.items()) {
+      (void)value;
+      if (field == "bits") {
+        PLACER_ASSIGN_OR_RETURN(const std::int64_t bits, ReadIntField(overrides, at.at(), "bits"));
+        if (bits != 4 && bits != 8) {
+          return at.Error("bits", absl::StrCat(bits, "-bit GPTQ is not supported (4 or 8)"));
+        }
+        format.bits = static_cast<int>(bits);
+      } else if (field == "sym") {
+        PLACER_ASSIGN_OR_RETURN(format.symmetric, ReadBoolField(overrides, at.at(), "sym", true));
+      } else if (field == "desc_act") {
+        PLACER_ASSIGN_OR_RETURN(format.desc_act, ReadBoolField(overrides, at.at(), "desc_act", false));
+      } else if (field != "group_size" && field != "damp_percent" &&
+                 field != "damp_auto_increment" && field != "static_groups" &&
+                 field != "true_sequential" && field != "mse") {
+        return at.Error(field, "is not an override placer implements (bits, group_size, sym, "
+                               "desc_act; damp_percent, damp_auto_increment, static_groups, "
+                               "true_sequential and mse change nothing stored)");
+      }
+    }
+    // After bits: a 4-bit group must be a multiple of 32.
+    if (overrides.contains("group_size")) {
+      PLACER_RETURN_IF_ERROR(ReadGroupSize(overrides, at, "group_size", format));
+    } else if (format.bits == 4 && format.group_size % 32 != 0) {
+      return at.Error("bits", absl::StrCat("4-bit groups of ", format.group_size,
+                                           " inputs are not supported (a multiple of 32)"));
+    }
+    TargetedFormat one;
+    one.name = key;
+    one.selector = at.path;
+    one.targets = key;
+    const std::string pattern = absl::StartsWith(key, "+:") ? key.substr(2) : key;
+    PLACER_ASSIGN_OR_RETURN(one.named, UnquantizedModules::FromCompressedTensorsIgnore(
+                                           json::array({"re:" + pattern}), at.at()));
+    one.format = std::make_shared<const PrequantizedFormat>(std::move(format));
+    out.push_back(std::move(one));
+  }
+  if (out.empty()) return out;
+  TargetedFormat every_other;
+  every_other.selector = where.path;
+  every_other.every_linear = true;
+  PrequantizedFormat every_other_format = base;
+  every_other_format.source = std::string(where.file);
+  every_other.format = std::make_shared<const PrequantizedFormat>(std::move(every_other_format));
+  out.insert(out.begin(), std::move(every_other));
+  return out;
+}
+
 absl::StatusOr<PrequantizedFormat> ParseGptq(const json& config, const Where& where) {
   PrequantizedFormat format;
   format.method = PrequantizedMethod::kGptq;
@@ -88,6 +150,8 @@ absl::StatusOr<PrequantizedFormat> ParseGptq(const json& config, const Where& wh
     const std::string path = JoinJsonPath(where.path, "dynamic");
     PLACER_ASSIGN_OR_RETURN(UnquantizedModules modules,
                             UnquantizedModules::FromGptqDynamic(*dynamic, {where.file, path}));
+    PLACER_ASSIGN_OR_RETURN(format.groups,
+                            GptqDynamicOverrides(*dynamic, Where{where.file, path}, format));
     format.unquantized.Add(std::move(modules));
   }
   return format;
@@ -142,7 +206,7 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensorsScheme(const json& sche
                                                                 const std::string& packing) {
   PrequantizedFormat format;
   format.zeros_minus_one = false;
-  format.source = std::string(group.file);
+  format.source = absl::StrCat(group.file, " ", group.path);
   PLACER_ASSIGN_OR_RETURN(const json* own, FindJsonField(scheme, group.at(), "format"));
   if (own == nullptr && packing == "mixed-precision") {
     return group.Error("format", "is required: the checkpoint's format is \"mixed-precision\"");
@@ -207,13 +271,15 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensorsScheme(const json& sche
 absl::StatusOr<TargetedFormat> ParseCompressedTensorsTargets(const json& scheme,
                                                              const Where& group) {
   TargetedFormat targeted;
-  targeted.group = group.path;
+  targeted.name = group.path.substr(group.path.rfind('.') + 1);
+  targeted.selector = JoinJsonPath(group.path, "targets");
   PLACER_ASSIGN_OR_RETURN(const json* targets, ReadArrayField(scheme, group.at(), "targets"));
   const std::string path = JoinJsonPath(group.path, "targets");
   if (targets->empty()) return group.Error("targets", "names no module");
   json named = json::array();
   for (std::size_t i = 0; i < targets->size(); ++i) {
-    const JsonWhere at{group.file, IndexJsonPath(path, i)};
+    const std::string at_path = IndexJsonPath(path, i);
+    const JsonWhere at{group.file, at_path};
     PLACER_ASSIGN_OR_RETURN(const std::string target, JsonAsString((*targets)[i], at));
     if (target == "Linear") {
       targeted.every_linear = true;
@@ -269,11 +335,11 @@ absl::StatusOr<PrequantizedFormat> ParseCompressedTensors(const json& config,
     one.format = std::make_shared<const PrequantizedFormat>(std::move(format));
     if (one.every_linear) {
       if (!every_linear.empty()) {
-        return group.Error("targets", absl::StrCat("targets \"Linear\" as ", every_linear,
+        return group.Error("targets", absl::StrCat("names \"Linear\" as ", every_linear,
                                                    " does: which one quantizes a linear is "
                                                    "ambiguous"));
       }
-      every_linear = one.group;
+      every_linear = one.selector;
     }
     targeted.push_back(std::move(one));
   }
@@ -298,8 +364,8 @@ absl::StatusOr<const PrequantizedFormat*> PrequantizedFormat::ForModule(
     if (group.named.Covers(module)) {
       if (by_name != nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
-            source, ": ", by_name->group, ".targets and ", group.group, ".targets both name ",
-            module, ": which one quantizes it is ambiguous"));
+            source, ": ", by_name->selector, " and ", group.selector, " both name ", module,
+            ": which one quantizes it is ambiguous"));
       }
       by_name = &group;
     }
@@ -317,13 +383,21 @@ std::string PrequantizedFormat::WhyFloat(absl::string_view module) const {
 }
 
 std::string PrequantizedFormat::Describe() const {
+  if (!groups.empty() && method == PrequantizedMethod::kGptq) {
+    // The first group is this format over every other linear.
+    std::string text = groups.front().format->Describe();
+    for (std::size_t i = 1; i < groups.size(); ++i) {
+      absl::StrAppend(&text, "; dynamic ", groups[i].name, " ",
+                      absl::StripPrefix(groups[i].format->Describe(), "GPTQ "));
+    }
+    return text;
+  }
   if (!groups.empty()) {
     std::string text = "compressed-tensors config groups:";
-    for (const TargetedFormat& group : groups) {
-      absl::StrAppend(&text, group.group == groups.front().group ? " " : "; ",
-                      group.group.substr(group.group.rfind('.') + 1), " ",
-                      absl::StripPrefix(group.format->Describe(), "compressed-tensors "), " for ",
-                      group.targets);
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      absl::StrAppend(&text, i == 0 ? " " : "; ", groups[i].name, " ",
+                      absl::StripPrefix(groups[i].format->Describe(), "compressed-tensors "),
+                      " for ", groups[i].targets);
     }
     return text;
   }

@@ -9,7 +9,10 @@
 //     sym, desc_act (served when g_idx keeps inputs in group order; a permuted g_idx is
 //     refused at load), checkpoint_format "gptq" (v1: zeros stored minus one, the default)
 //     or "gptq_v2"; lm_head false; modules_in_block_to_quantize and GPTQModel's dynamic "-:"
-//     keys leave some linears unquantized (a dynamic key overriding bits etc. is refused).
+//     keys leave some linears unquantized; a positive dynamic key ("+:REGEX" or "REGEX")
+//     overrides bits, group_size, sym or desc_act for the linears its regex matches (two
+//     matching one linear are refused; a "-:" key matching it too wins: its tensors then say
+//     if GPTQModel, which takes the first key in file order, decided otherwise).
 //   AWQ (quant_method "awq"): bits 4, version "gemm", zero_point true, group_size > 0;
 //     modules_to_not_convert.
 //   compressed-tensors (quant_method "compressed-tensors"): format "pack-quantized" (int4 or
@@ -43,12 +46,15 @@ enum class PrequantizedMethod { kGptq, kAwq, kCompressedPacked, kCompressedInt }
 
 struct PrequantizedFormat;
 
-// One compressed-tensors config group of a checkpoint that does not quantize every linear
-// alike: its format and the decoder-layer linears its `targets` select.
+// One format among several of a checkpoint that does not quantize every linear alike (a
+// compressed-tensors config group, a GPTQModel `dynamic` override): the format and the
+// decoder-layer linears it selects.
 struct TargetedFormat {
-  std::string group;     // "quantization_config.config_groups.attention", for logs and errors
-  std::string targets;   // the targets as written, for Describe()
-  // The targets' module names and "re:" patterns, matched as `ignore` entries are.
+  std::string name;      // "attention", "+:.*down_proj" (Describe)
+  std::string selector;  // the field that selects: "quantization_config.config_groups.a.targets"
+  std::string targets;   // what it selects as written, for Describe()
+  // The module names and "re:" patterns it names, matched as compressed-tensors `ignore`
+  // entries are (GPTQModel's regexes as "re:", both re.match).
   UnquantizedModules named;
   bool every_linear = false;  // "Linear" among the targets
   std::shared_ptr<const PrequantizedFormat> format;
@@ -70,11 +76,14 @@ struct PrequantizedFormat {
   // GPTQ `lm_head: true` (GPTQModel): the untied lm_head is stored quantized like the layers'
   // linears (lm_head.qweight, ...).
   bool quantized_lm_head = false;
-  std::string source;               // the file the config came from
+  // The file the config came from; a group's adds the field that selects it
+  // ("config.json quantization_config.config_groups.attention").
+  std::string source;
   UnquantizedModules unquantized;   // decoder-layer linears stored as float weights
-  // compressed-tensors groups other than one targeting every linear ("Linear"): each linear's
-  // format is its group's, and the fields above (but `source` and `unquantized`) are the
-  // first group's. Empty: every quantized linear is stored in this format.
+  // Several formats: compressed-tensors groups other than one targeting every linear, or GPTQ
+  // with `dynamic` overrides (then the first, targeting every linear, is the fields above).
+  // Each linear's format is its group's; the fields above (but `source` and `unquantized`) are
+  // the first group's. Empty: every quantized linear is stored in this format.
   std::vector<TargetedFormat> groups;
 
   // The format decoder-layer linear `module` ("model.layers.0.mlp.down_proj") is stored in:

@@ -43,7 +43,8 @@ class PartChecker {
     if (stored->shape != shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           where_, ": tensor \"", name, "\" has shape ", ShapeString(stored->shape), " but ",
-          format_->Describe(), " of a ", shape_note_, " weight implies ", ShapeString(shape)));
+          format_->Describe(), " (", format_->source, ") of a ", shape_note_, " weight implies ",
+          ShapeString(shape)));
     }
     return name;
   }

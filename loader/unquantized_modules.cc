@@ -86,18 +86,16 @@ absl::StatusOr<UnquantizedModules> UnquantizedModules::FromGptqDynamic(const jso
   UnquantizedModules out;
   if (!value.is_object()) return JsonError(where, "must be an object of module regexes");
   std::vector<std::string> skipped;
-  for (const auto& [key, overrides] : value.items()) {
+  for (const auto& [key, unused_overrides] : value.items()) {
+    (void)unused_overrides;
     const std::string path = JoinJsonPath(where.path, key);
     const bool skip = absl::StartsWith(key, "-:");
     const std::string pattern = skip || absl::StartsWith(key, "+:") ? key.substr(2) : key;
     PLACER_ASSIGN_OR_RETURN(Rule rule, RegexRule(pattern, {where.file, path}));
+    // A positive key's overrides are the format's (PrequantizedFormat::groups).
     if (skip) {
       out.float_rules_.push_back(std::move(rule));
       skipped.push_back(key);
-    } else if (!overrides.is_null() && !(overrides.is_object() && overrides.empty())) {
-      return JsonError({where.file, path},
-                       "per-module overrides of the quantization are not supported (placer "
-                       "holds every quantized linear in one format)");
     }
   }
   if (!skipped.empty()) out.description_ = Describe(where.path, json(skipped));

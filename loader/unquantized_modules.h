@@ -38,8 +38,8 @@ class UnquantizedModules {
                                                                 JsonWhere where);
   static absl::StatusOr<UnquantizedModules> FromGptqBlockModules(const nlohmann::json& value,
                                                                  JsonWhere where);
-  // GPTQModel's `dynamic`: "-:" keys skip modules; a positive key with overrides (other bits,
-  // group size...) for the modules it matches is refused, as placer holds one format.
+  // GPTQModel's `dynamic`: "-:" keys skip modules (positive keys' overrides of bits, group
+  // size... are read by prequantized_config.h; every key's regex is checked here).
   static absl::StatusOr<UnquantizedModules> FromGptqDynamic(const nlohmann::json& value,
                                                             JsonWhere where);
   static absl::StatusOr<UnquantizedModules> FromCompressedTensorsIgnore(const nlohmann::json& value,

@@ -255,6 +255,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Format{"awq_not_converted", "awq 4 64 --float-modules=mlp.gate_proj",
                              "AWQ GEMM 4-bit (groups of 64)", 4, 64, {"mlp.gate_proj"},
                              "quantization_config.modules_to_not_convert"},
+                      Format{"gptq_dynamic_override", "gptq 4 32 '--gptq-override=.*mlp\\.up_proj:8:64'",
+                             "GPTQ 4-bit (groups of 32, asym, v1); dynamic +:.*mlp\\.up_proj 8-bit "
+                             "(groups of 64, asym, v1)", 4, 32, {}, "", false,
+                             {{"mlp.up_proj", {8, 64}}}},
                       // llm-compressor's mixed schemes: W8A8 attention by a pattern, 4-bit
                       // groups for the other linears ("Linear"), one linear ignored.
                       Format{"compressed_tensors_mixed_groups",

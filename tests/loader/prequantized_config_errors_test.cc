@@ -34,7 +34,13 @@ TEST_F(PrequantizedErrorsTest, GptqConfigFieldsAreValidated) {
       {"subset", {[](nlohmann::json& q) { q["modules_in_block_to_quantize"] = nlohmann::json::array({nlohmann::json::array({"self_attn.q_proj"})}); }, {"self_attn.k_proj.weight\" is missing", "unquantized", "quantization_config.modules_in_block_to_quantize [[\"self_attn.q_proj\"]]"}}},
       {"subset type", {[](nlohmann::json& q) { q["modules_in_block_to_quantize"] = nlohmann::json::array({nlohmann::json::array({7})}); }, {"quantization_config.modules_in_block_to_quantize[0][0]"}}},
       {"dynamic skip", {[](nlohmann::json& q) { q["dynamic"] = {{"-:.*\\.mlp\\.down_proj$", nlohmann::json::object()}}; }, {"mlp.down_proj.weight\" is missing", "quantization_config.dynamic"}}},
-      {"dynamic override", {[](nlohmann::json& q) { q["dynamic"] = {{"+:.*q_proj", {{"bits", 8}}}}; }, {"quantization_config.dynamic.+:.*q_proj", "per-module overrides"}}},
+      // An override the tensors do not follow: q_proj's 4-bit words read as 8-bit ones.
+      {"dynamic override", {[](nlohmann::json& q) { q["dynamic"] = {{"+:.*q_proj", {{"bits", 8}}}}; }, {"q_proj.qweight\" has shape [16, 128]", "GPTQ 8-bit", "implies [32, 128]"}}},
+      {"dynamic override bits", {[](nlohmann::json& q) { q["dynamic"] = {{"+:.*q_proj", {{"bits", 3}}}}; }, {"quantization_config.dynamic.+:.*q_proj.bits", "3-bit GPTQ"}}},
+      {"dynamic override group", {[](nlohmann::json& q) { q["dynamic"] = {{".*q_proj", {{"group_size", 48}}}}; }, {"quantization_config.dynamic..*q_proj.group_size", "multiple of 32"}}},
+      {"dynamic override field", {[](nlohmann::json& q) { q["dynamic"] = {{"+:.*q_proj", {{"quant_method", "awq"}}}}; }, {"quantization_config.dynamic.+:.*q_proj.quant_method", "not an override"}}},
+      {"dynamic override type", {[](nlohmann::json& q) { q["dynamic"] = {{"+:.*q_proj", 8}}; }, {"quantization_config.dynamic.+:.*q_proj", "object of overrides"}}},
+      {"dynamic overlap", {[](nlohmann::json& q) { q["dynamic"] = {{"+:.*q_proj", {{"bits", 8}}}, {"+:model\\.layers\\.0\\.", {{"bits", 8}}}}; }, {"quantization_config.dynamic.+:.*q_proj and quantization_config.dynamic.+:model\\.layers\\.0\\. both name model.layers.0.self_attn.q_proj", "ambiguous"}}},
       {"dynamic regex", {[](nlohmann::json& q) { q["dynamic"] = {{"-:(?=lookahead)", nlohmann::json::object()}}; }, {"quantization_config.dynamic.-:(?=lookahead)", "(?=lookahead)", "RE2"}}},
       {"not object", {[](nlohmann::json& q) { q = 4; }, {"quantization_config", "must be an object"}}},
   };
@@ -97,7 +103,7 @@ TEST_F(PrequantizedErrorsTest, AwqAndCompressedTensorsConfigFieldsAreValidated) 
       {"ct-pack", [](nlohmann::json& q) { q["ignore"] = {"lm_head", "re:.*layers\\.0\\..*_proj$"}; }, {"model.layers.0.self_attn.q_proj.weight\" is missing", "quantization_config.ignore"}},
       {"ct-pack", [](nlohmann::json& q) { q["ignore"] = {"lm_head", "re:(a)\\1"}; }, {"quantization_config.ignore[1]", "(a)\\1", "not supported"}},
       {"ct-pack", [](nlohmann::json& q) { q["kv_cache_scheme"] = {{"num_bits", 8}}; }, {"quantization_config.kv_cache_scheme"}},
-      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_1"] = q["config_groups"]["group_0"]; }, {"quantization_config.config_groups.group_1.targets", "\"Linear\" as quantization_config.config_groups.group_0 does", "ambiguous"}},
+      {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_1"] = q["config_groups"]["group_0"]; }, {"quantization_config.config_groups.group_1.targets", "\"Linear\" as quantization_config.config_groups.group_0.targets does", "ambiguous"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = {"Embedding"}; }, {"config_groups.group_0.targets[0]", "\"Embedding\" is not supported"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"]["group_0"]["targets"] = nlohmann::json::array(); }, {"config_groups.group_0.targets", "names no module"}},
       {"ct-pack", [](nlohmann::json& q) { q["config_groups"] = nlohmann::json::object(); }, {"quantization_config.config_groups", "no group"}},

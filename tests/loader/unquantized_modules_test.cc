@@ -116,5 +116,63 @@ TEST(UnquantizedModules, EachFormatReadsItsOwnField) {
   EXPECT_FALSE(plain->unquantized.Covers("model.layers.1.self_attn.k_proj"));
 }
 
+// Several formats: a linear named by a group (full name or pattern) takes it before the group
+// targeting "Linear"; a linear no group targets, or one ignored, is float; GPTQModel's "+:"
+// overrides over the base format, its "-:" keys first.
+TEST(UnquantizedModules, EachLinearTakesItsConfigGroupsFormat) {
+  const json weights4 = {{"num_bits", 4}, {"strategy", "group"}, {"group_size", 32}};
+  const json weights8 = {{"num_bits", 8}, {"strategy", "channel"}};
+  auto ct = ParsePrequantizedFormat(
+      {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+       {"ignore", {"model.layers.0.mlp.up_proj"}},
+       {"config_groups",
+        {{"a", {{"targets", {"Linear"}}, {"weights", weights4}}},
+         {"b", {{"targets", {"re:.*down_proj$", "model.layers.1.self_attn.q_proj"}},
+                {"weights", weights8}}}}}},
+      "config.json", "quantization_config");
+  ASSERT_TRUE(ct.ok()) << ct.status();
+  ASSERT_EQ(ct->groups.size(), 2u);
+  const auto bits_of = [](const PrequantizedFormat& format, const std::string& module) {
+    absl::StatusOr<const PrequantizedFormat*> of = format.ForModule(module);
+    EXPECT_TRUE(of.ok()) << of.status();
+    return !of.ok() || *of == nullptr ? 0 : (*of)->bits;
+  };
+  EXPECT_EQ(bits_of(*ct, "model.layers.0.mlp.down_proj"), 8);
+  EXPECT_EQ(bits_of(*ct, "model.layers.1.self_attn.q_proj"), 8);
+  EXPECT_EQ(bits_of(*ct, "model.layers.0.self_attn.q_proj"), 4);
+  EXPECT_EQ(bits_of(*ct, "model.layers.0.mlp.up_proj"), 0);  // ignored
+  EXPECT_EQ(ct->WhyFloat("model.layers.0.mlp.up_proj").rfind("quantization_config.ignore", 0), 0u);
+  EXPECT_EQ(ct->WhyFloat("model.layers.1.mlp.up_proj"), "");
+  // Without a "Linear" group, an untargeted linear is float, and says why.
+  auto only_b = ParsePrequantizedFormat(
+      {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+       {"config_groups", {{"b", {{"targets", {"re:.*down_proj$"}}, {"weights", weights8}}}}}},
+      "config.json", "quantization_config");
+  ASSERT_TRUE(only_b.ok()) << only_b.status();
+  EXPECT_EQ(bits_of(*only_b, "model.layers.0.mlp.down_proj"), 8);
+  EXPECT_EQ(bits_of(*only_b, "model.layers.0.mlp.gate_proj"), 0);
+  EXPECT_EQ(only_b->WhyFloat("model.layers.0.mlp.gate_proj"),
+            "no config group of config.json targets it");
+
+  auto gptq = ParsePrequantizedFormat(
+      {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128},
+       {"dynamic", {{"+:.*down_proj$", {{"bits", 8}, {"group_size", -1}, {"damp_percent", 0.1}}},
+                    {"-:model\.layers\.1\.mlp\.down_proj$", json::object()},
+                    {".*v_proj$", {{"sym", false}}}}}},
+      "config.json", "quantization_config");
+  ASSERT_TRUE(gptq.ok()) << gptq.status();
+  ASSERT_EQ(gptq->groups.size(), 3u);  // the base, then each key with overrides
+  EXPECT_EQ(bits_of(*gptq, "model.layers.0.mlp.down_proj"), 8);
+  EXPECT_EQ((*gptq->ForModule("model.layers.0.mlp.down_proj"))->group_size, 0);
+  EXPECT_EQ(bits_of(*gptq, "model.layers.1.mlp.down_proj"), 0);  // "-:" wins
+  EXPECT_EQ(bits_of(*gptq, "model.layers.0.mlp.up_proj"), 4);
+  EXPECT_EQ((*gptq->ForModule("model.layers.0.mlp.up_proj"))->group_size, 128);
+  EXPECT_FALSE((*gptq->ForModule("model.layers.0.self_attn.v_proj"))->symmetric);
+  EXPECT_TRUE((*gptq->ForModule("model.layers.0.self_attn.q_proj"))->symmetric);
+  EXPECT_EQ(gptq->Describe(),
+            "GPTQ 4-bit (groups of 128, sym, v1); dynamic +:.*down_proj$ 8-bit (one scale per "
+            "output channel, sym, v1); dynamic .*v_proj$ 4-bit (groups of 128, asym, v1)");
+}
+
 }  // namespace
 }  // namespace placer::loader

@@ -442,6 +442,13 @@ INSTANTIATE_TEST_SUITE_P(
                            {{"self_attn.q_proj", {8, -1}}, {"self_attn.k_proj", {8, -1}},
                             {"self_attn.v_proj", {8, -1}}, {"model.layers.1.mlp.down_proj", {8, -1}},
                             {"model.layers.0.self_attn.o_proj", {8, -1}}}},
+                      // GPTQModel's dynamic: 8-bit groups of 64 for down_proj by a "+:" key,
+                      // v_proj skipped by a "-:" key, 4-bit groups of 32 for the rest.
+                      Case{"gptq_v2_dynamic_override", "gptq_v2", 4, 32,
+                           "--act-order '--gptq-override=.*down_proj:8:64' --gptq-dynamic"
+                           " --float-modules=self_attn.v_proj",
+                           {"model.layers.0.self_attn.v_proj", "model.layers.1.self_attn.v_proj"},
+                           false, {{"mlp.down_proj", {8, 64}}}},
                       Case{"ct_mixed_groups_sym_actorder", "ct-mixed", 4, 64, "--sym --act-order",
                            {}, false,
                            {{"self_attn.q_proj", {8, -1}}, {"self_attn.k_proj", {8, -1}},

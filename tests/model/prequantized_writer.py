@@ -20,6 +20,8 @@ usage: prequantized_writer.py BASE_DIR OUT_DIR REFERENCE_DIR FORMAT BITS GROUP_S
   "model.layers.1.mlp.down_proj", said in config the format's way: GPTQ
   modules_in_block_to_quantize (GPTQModel dynamic "-:" regexes with --gptq-dynamic or for full
   names), AWQ modules_to_not_convert, compressed-tensors ignore ("re:" for in-every-layer names).
+  --gptq-override=REGEX:BITS:GROUP (GPTQ): the linears REGEX matches from the start stored with
+  these bits and group size instead, said as GPTQModel's dynamic "+:REGEX" key's overrides.
   --lm-head (GPTQ): the untied lm_head quantized like the layers' linears (lm_head.qweight, ...)
   and config "lm_head": true, as GPTQModel's lm_head=True writes it (its outputs, the vocabulary,
   a multiple of 32 / BITS).
@@ -302,6 +304,13 @@ def main(argv):
             named = [f for f in a.split("=", 1)[1].split(",") if f]
     if named and fmt != "ct-mixed":
         sys.exit("prequantized_writer.py: --ct-named is ct-mixed's")
+    override = None
+    for a in argv:
+        if a.startswith("--gptq-override="):
+            pattern, o_bits, o_group = a.split("=", 1)[1].rsplit(":", 2)
+            override = (pattern, int(o_bits), int(o_group))
+    if override and fmt not in ("gptq", "gptq_v2"):
+        sys.exit("prequantized_writer.py: --gptq-override is GPTQ's (GPTQModel dynamic)")
     torch.manual_seed(20)
     tensors = read_safetensors(os.path.join(base, "model.safetensors"))
     quantized, reference = {}, {}
@@ -319,6 +328,8 @@ def main(argv):
             module_fmt, module_bits, module_group, module_sym = (
                 mixed_scheme(module, bits, group_size, sym, named) if fmt == "ct-mixed"
                 else (fmt, bits, group_size, sym))
+            if override and re.match(override[0], module):
+                module_bits, module_group = override[1], override[2]
             perm = None
             if act_order and module_fmt != "ct-int":
                 shared = {"k_proj": "q_proj", "up_proj": "gate_proj"}.get(parts[-2], parts[-2])
@@ -350,6 +361,9 @@ def main(argv):
         json.dump(config, f, indent=2)
     qconfig = quantization_config(fmt, bits, group_size, sym, act_order, float_modules,
                                   "--gptq-dynamic" in argv, named)
+    if override:
+        qconfig.setdefault("dynamic", {})["+:" + override[0]] = {"bits": override[1],
+                                                                 "group_size": override[2]}
     if lm_head:
         if "lm_head.weight" not in tensors:
             sys.exit("prequantized_writer.py: --lm-head needs an untied lm_head.weight in BASE_DIR")
