@@ -157,7 +157,7 @@ TEST(UnquantizedModules, EachLinearTakesItsConfigGroupsFormat) {
   auto gptq = ParsePrequantizedFormat(
       {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128},
        {"dynamic", {{"+:.*down_proj$", {{"bits", 8}, {"group_size", -1}, {"damp_percent", 0.1}}},
-                    {"-:model\.layers\.1\.mlp\.down_proj$", json::object()},
+                    {"-:model\\.layers\\.1\\.mlp\\.down_proj$", json::object()},
                     {".*v_proj$", {{"sym", false}}}}}},
       "config.json", "quantization_config");
   ASSERT_TRUE(gptq.ok()) << gptq.status();

@@ -14,18 +14,14 @@
 #include "model/causal_lm.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
+#include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
 namespace {
 
-at::Tensor Random(std::vector<int64_t> shape, int seed) {
-  at::manual_seed(seed);
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
-}
-
 at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed, int bits = 4) {
   const loader::PackedLayout layout{bits, out, in, group};
-  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(Random({out, in}, seed), layout, "w");
+  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(SeededRandn({out, in}, seed), layout, "w");
   EXPECT_TRUE(packed.ok()) << packed.status();
   return *packed;
 }
@@ -109,10 +105,10 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
        for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
         SCOPED_TRACE(testing::Message() << bits << "-bit " << out << "x" << in << " g" << group << " rows " << rows
                                         << " bias " << with_bias << " " << Int8ActivationIsaName(isa));
-        at::Tensor x = Random({rows, in}, ++seed);
+        at::Tensor x = SeededRandn({rows, in}, ++seed);
         if (rows > 2) x[1].zero_();  // a row of zeros: scale 0, codes 0
         if (rows > 10) x[10].mul_(1e4);  // a row far larger than the others
-        const at::Tensor bias = with_bias ? Random({out}, ++seed) : at::Tensor();
+        const at::Tensor bias = with_bias ? SeededRandn({out}, ++seed) : at::Tensor();
         const at::Tensor y = QuantizedLinearInt8Activations(x, packed, bias, isa);
         ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
         std::vector<double> want, magnitude;
@@ -145,9 +141,9 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
     const at::Tensor packed = Pack(out, in, group, ++seed, bits);
     for (int64_t rows : {1, 3, 8, 13}) {
       for (bool with_bias : {false, true}) {
-        at::Tensor x = Random({rows, in}, ++seed);
+        at::Tensor x = SeededRandn({rows, in}, ++seed);
         if (rows > 2) x[1].zero_();
-        const at::Tensor bias = with_bias ? Random({out}, ++seed) : at::Tensor();
+        const at::Tensor bias = with_bias ? SeededRandn({out}, ++seed) : at::Tensor();
         const at::Tensor wide = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvx512Vnni);
         const at::Tensor narrow = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvxVnni);
         ASSERT_TRUE(at::equal(wide, narrow))
@@ -163,8 +159,8 @@ TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
   for (const auto& [with_bias, group, bits] : std::vector<std::tuple<bool, int64_t, int>>{
            {true, 128, 4}, {false, 128, 4}, {true, 32, 4}, {true, 64, 4}, {true, 512, 8}, {false, 128, 8}}) {
     const at::Tensor packed = Pack(301, 512, group, 7, bits);
-    const at::Tensor bias = with_bias ? Random({301}, 8) : at::Tensor();
-    const at::Tensor batch = Random({29, 512}, 9);
+    const at::Tensor bias = with_bias ? SeededRandn({301}, 8) : at::Tensor();
+    const at::Tensor batch = SeededRandn({29, 512}, 9);
     for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
       SCOPED_TRACE(Int8ActivationIsaName(isa));
       const int threads = ComputeThreads();
@@ -187,15 +183,15 @@ TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
 
 TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   const at::Tensor int4 = Pack(64, 256, 128, 11);
-  const at::Tensor int4_g32 = *loader::QuantizeLinearWeight(Random({64, 256}, 12),
+  const at::Tensor int4_g32 = *loader::QuantizeLinearWeight(SeededRandn({64, 256}, 12),
                                                             loader::PackedLayout{4, 64, 256, 32}, "w");
-  const at::Tensor int4_g64 = *loader::QuantizeLinearWeight(Random({64, 256}, 16),
+  const at::Tensor int4_g64 = *loader::QuantizeLinearWeight(SeededRandn({64, 256}, 16),
                                                             loader::PackedLayout{4, 64, 256, 64}, "w");
-  const at::Tensor int8 = *loader::QuantizeLinearWeight(Random({64, 256}, 13),
+  const at::Tensor int8 = *loader::QuantizeLinearWeight(SeededRandn({64, 256}, 13),
                                                         loader::PackedLayout{8, 64, 256, 256}, "w");
-  const at::Tensor int8_g64 = *loader::QuantizeLinearWeight(Random({64, 256}, 17),
+  const at::Tensor int8_g64 = *loader::QuantizeLinearWeight(SeededRandn({64, 256}, 17),
                                                             loader::PackedLayout{8, 64, 256, 64}, "w");
-  const at::Tensor x = Random({3, 256}, 14);
+  const at::Tensor x = SeededRandn({3, 256}, 14);
   SetInt8Activations(false);
   EXPECT_FALSE(UsesInt8Activations(int4));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearKernel(x, int4, {}, DetectQuantIsa())));
@@ -212,7 +208,7 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int8_g64, {}), QuantizedLinearKernel(x, int8_g64, {}, DetectQuantIsa())));
   // Prompt chunks take it too (beyond the float kernels' rows), so a row never changes path
   // with its batch.
-  const at::Tensor chunk = Random({200, 256}, 15);
+  const at::Tensor chunk = SeededRandn({200, 256}, 15);
   EXPECT_TRUE(at::equal(QuantizedLinear(chunk, int4, {}), QuantizedLinearInt8Activations(chunk, int4, {})));
   SetInt8Activations(false);
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearKernel(x, int8, {}, DetectQuantIsa())));

@@ -11,20 +11,16 @@
 
 #include "loader/quantized_weight.h"
 #include "model/quantized_linear.h"
+#include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
 namespace {
 
 using loader::PackedLayout;
 
-at::Tensor Random(std::vector<int64_t> shape, int seed) {
-  at::manual_seed(seed);
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
-}
-
 // Weights whose columns are shifted by a random mean, so the blocks' offsets are not -8 s.
 at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
-  const at::Tensor w = Random({out, in}, seed) + Random({out, 1}, seed + 1000);
+  const at::Tensor w = SeededRandn({out, in}, seed) + SeededRandn({out, 1}, seed + 1000);
   absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(w, PackedLayout{4, out, in, group}, "w");
   EXPECT_TRUE(packed.ok()) << packed.status();
   return *packed;
@@ -66,9 +62,9 @@ TEST_F(Int4Bf16, ProductsMatchAFloat64Reference) {
       for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
         SCOPED_TRACE(testing::Message() << "out " << shape.out << " in " << shape.in << " group "
                                         << shape.group << " rows " << rows << " bias " << bias_kind);
-        const at::Tensor x = Random({rows, shape.in}, ++seed).to(at::kBFloat16);
+        const at::Tensor x = SeededRandn({rows, shape.in}, ++seed).to(at::kBFloat16);
         at::Tensor bias;
-        if (bias_kind > 0) bias = Random({shape.out}, ++seed);
+        if (bias_kind > 0) bias = SeededRandn({shape.out}, ++seed);
         if (bias_kind == 2) bias = bias.to(at::kBFloat16);
         ASSERT_TRUE(UsesInt4Bf16Kernel(x, packed, bias));
         const at::Tensor y = QuantizedLinearInt4Bf16(x, packed, bias);
@@ -83,7 +79,7 @@ TEST_F(Int4Bf16, ProductsMatchAFloat64Reference) {
 TEST_F(Int4Bf16, LargeAndTinyInputsStayWithinTheTolerance) {
   // Inputs over many binades (BF16 keeps float32's exponent range) and exact zeros.
   const at::Tensor packed = Pack(33, 256, 128, 5);
-  at::Tensor x = Random({4, 256}, 6) * at::pow(2.0, Random({4, 256}, 7).mul(8).round());
+  at::Tensor x = SeededRandn({4, 256}, 6) * at::pow(2.0, SeededRandn({4, 256}, 7).mul(8).round());
   x.index_put_({at::indexing::Slice(), at::indexing::Slice(0, 256, 7)}, 0);
   x = x.to(at::kBFloat16);
   ExpectMatchesFloat64(QuantizedLinearInt4Bf16(x, packed, at::Tensor()), x, packed, at::Tensor());
@@ -93,8 +89,8 @@ TEST_F(Int4Bf16, ARowIsTheSameAloneAndInAnyBatch) {
   for (int64_t group : {32, 128}) {
     SCOPED_TRACE(testing::Message() << "group " << group);
     const at::Tensor packed = Pack(301, 384, group, 8);
-    const at::Tensor x = Random({16, 384}, 9).to(at::kBFloat16);
-    const at::Tensor bias = Random({301}, 10).to(at::kBFloat16);
+    const at::Tensor x = SeededRandn({16, 384}, 9).to(at::kBFloat16);
+    const at::Tensor bias = SeededRandn({301}, 10).to(at::kBFloat16);
     std::vector<at::Tensor> alone;
     for (int64_t r = 0; r < 16; ++r) {
       alone.push_back(QuantizedLinearInt4Bf16(x.narrow(0, r, 1), packed, bias)[0]);
@@ -113,19 +109,19 @@ TEST_F(Int4Bf16, ARowIsTheSameAloneAndInAnyBatch) {
 
 TEST_F(Int4Bf16, QuantizedLinearTakesItForBf16DecodeRowsOfFourBitWeightsOnly) {
   const at::Tensor packed = Pack(40, 256, 128, 11);
-  const at::Tensor x = Random({8, 256}, 12).to(at::kBFloat16);
+  const at::Tensor x = SeededRandn({8, 256}, 12).to(at::kBFloat16);
   ASSERT_LE(8, QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()),
                         QuantizedLinearInt4Bf16(x, packed, at::Tensor())));
   // float32 rows keep the float kernels (their float32 arithmetic), so do 8-bit weights.
   EXPECT_FALSE(UsesInt4Bf16Kernel(x.to(at::kFloat), packed, at::Tensor()));
   absl::StatusOr<at::Tensor> int8 =
-      loader::QuantizeLinearWeight(Random({40, 256}, 13), PackedLayout{8, 40, 256, 256}, "w");
+      loader::QuantizeLinearWeight(SeededRandn({40, 256}, 13), PackedLayout{8, 40, 256, 256}, "w");
   ASSERT_TRUE(int8.ok()) << int8.status();
   EXPECT_FALSE(UsesInt4Bf16Kernel(x, *int8, at::Tensor()));
   // A dense weight, or a mismatched input width, is not a packed product at all.
-  EXPECT_FALSE(UsesInt4Bf16Kernel(x, Random({40, 256}, 14).to(at::kBFloat16), at::Tensor()));
-  EXPECT_FALSE(UsesInt4Bf16Kernel(Random({8, 128}, 15).to(at::kBFloat16), packed, at::Tensor()));
+  EXPECT_FALSE(UsesInt4Bf16Kernel(x, SeededRandn({40, 256}, 14).to(at::kBFloat16), at::Tensor()));
+  EXPECT_FALSE(UsesInt4Bf16Kernel(SeededRandn({8, 128}, 15).to(at::kBFloat16), packed, at::Tensor()));
 }
 
 }  // namespace

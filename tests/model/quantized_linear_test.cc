@@ -12,20 +12,16 @@
 #include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/tensor_ops.h"
+#include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
 namespace {
 
 using loader::PackedLayout;
 
-at::Tensor Random(std::vector<int64_t> shape, int seed) {
-  at::manual_seed(seed);
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
-}
-
 at::Tensor Pack(int bits, int64_t out, int64_t in, int64_t group, int seed) {
   const PackedLayout layout{bits, out, in, group};
-  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(Random({out, in}, seed), layout, "w");
+  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(SeededRandn({out, in}, seed), layout, "w");
   EXPECT_TRUE(packed.ok()) << packed.status();
   return *packed;
 }
@@ -71,8 +67,8 @@ TEST(QuantizedLinear, EveryRunnableIsaMatchesAFloat64Reference) {
           SCOPED_TRACE(testing::Message() << "bits " << shape.bits << " out " << shape.out
                                           << " in " << shape.in << " group " << shape.group
                                           << " rows " << rows << " bias " << bias_kind);
-          const at::Tensor x = Random({rows, shape.in}, ++seed);
-          const at::Tensor bias = bias_kind == 1 ? Random({shape.out}, ++seed) : at::Tensor();
+          const at::Tensor x = SeededRandn({rows, shape.in}, ++seed);
+          const at::Tensor bias = bias_kind == 1 ? SeededRandn({shape.out}, ++seed) : at::Tensor();
           ASSERT_TRUE(QuantizedLinearApplies(x, packed, bias));
           const at::Tensor y = QuantizedLinearKernel(x, packed, bias, isa);
           ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
@@ -94,8 +90,8 @@ TEST(QuantizedLinear, ARowIsTheSameAloneAndInAnyBatch) {
     for (int bits : {8, 4}) {
       SCOPED_TRACE(testing::Message() << QuantIsaName(isa) << " bits " << bits);
       const at::Tensor packed = Pack(bits, 301, 256, bits == 8 ? 256 : 32, 8);
-      const at::Tensor x = Random({11, 256}, 7);
-      const at::Tensor bias = Random({301}, 9);
+      const at::Tensor x = SeededRandn({11, 256}, 7);
+      const at::Tensor bias = SeededRandn({301}, 9);
       const at::Tensor batched = QuantizedLinearKernel(x, packed, bias, isa);
       for (int64_t r = 0; r < 11; ++r) {
         const at::Tensor alone = QuantizedLinearKernel(x.narrow(0, r, 1), packed, bias, isa);
@@ -120,8 +116,8 @@ TEST(QuantizedLinear, ARowIsTheSameInEveryTileShape) {
                                       << shape.out << " in " << shape.in << " group "
                                       << shape.group);
       const at::Tensor packed = Pack(shape.bits, shape.out, shape.in, shape.group, 21);
-      const at::Tensor x = Random({9, shape.in}, 22);
-      const at::Tensor bias = Random({shape.out}, 23);
+      const at::Tensor x = SeededRandn({9, shape.in}, 22);
+      const at::Tensor bias = SeededRandn({shape.out}, 23);
       std::vector<at::Tensor> alone;
       for (int64_t r = 0; r < 9; ++r) {
         alone.push_back(QuantizedLinearKernel(x.narrow(0, r, 1), packed, bias, isa)[0]);
@@ -142,7 +138,7 @@ TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
   // F32 and BF16 rows both (BF16 dequantizes into a BF16 buffer).
   for (int bits : {8, 4}) {
     const at::Tensor packed = Pack(bits, 70, 128, 32, 3);
-    const at::Tensor x = Random({3, 50, 128}, 4);  // 150 rows: beyond the kernels
+    const at::Tensor x = SeededRandn({3, 50, 128}, 4);  // 150 rows: beyond the kernels
     for (at::ScalarType compute : {at::kFloat, at::kBFloat16}) {
       ASSERT_GT(150, QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), compute));
     }
@@ -160,7 +156,7 @@ TEST(QuantizedLinear, PromptChunksUseTheDequantizedWeightAndMatch) {
                     .item<bool>());
     // A smaller weight afterwards reuses the thread's buffer and is still right.
     const at::Tensor small = Pack(bits, 9, 64, 32, 5);
-    const at::Tensor xs = Random({140, 64}, 6);
+    const at::Tensor xs = SeededRandn({140, 64}, 6);
     ExpectMatchesFloat64(QuantizedLinear(xs, small, at::Tensor()), xs, small, at::Tensor(), 1e-5);
   }
 }
@@ -175,14 +171,14 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
       SCOPED_TRACE(testing::Message() << "bits " << bits << " group " << group << " "
                                       << at::toString(compute) << " max rows " << max_rows);
       ASSERT_GE(max_rows, 16);  // a decode step of --max-batch-size 8 (and twice that) stays exact
-      const at::Tensor at_limit = Random({max_rows, 256}, 8).to(compute);
+      const at::Tensor at_limit = SeededRandn({max_rows, 256}, 8).to(compute);
       // BF16 rows of 4-bit weights go to the vdpbf16ps kernel where it runs, others to the ISA's.
       const at::Tensor kernels =
           UsesInt4Bf16Kernel(at_limit, packed, at::Tensor())
               ? QuantizedLinearInt4Bf16(at_limit, packed, at::Tensor())
               : QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa());
       EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()), kernels));
-      const at::Tensor beyond = Random({max_rows + 1, 256}, 9).to(compute);
+      const at::Tensor beyond = SeededRandn({max_rows + 1, 256}, 9).to(compute);
       const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
       EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()), Linear(beyond, dense)));
     }
@@ -199,9 +195,9 @@ TEST(QuantizedLinear, F32PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
   for (auto [bits, group] : {std::pair<int, int64_t>{4, 128}, {8, 256}, {4, 32}}) {
     const at::Tensor packed = Pack(bits, 100, 256, group, 21);
     const at::Tensor dense = loader::DequantizeLinearWeight(packed, at::kFloat);
-    const at::Tensor bias = Random({100}, 22);
+    const at::Tensor bias = SeededRandn({100}, 22);
     for (int64_t rows : {33, 64, 100, 128}) {
-      const at::Tensor x = Random({rows, 256}, 23);
+      const at::Tensor x = SeededRandn({rows, 256}, 23);
       EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, bias), PromptChunkLinear(x, dense, bias)))
           << "bits " << bits << " group " << group << " rows " << rows;
     }
@@ -218,11 +214,11 @@ TEST(QuantizedLinear, Bf16PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
   for (auto [bits, group] : {std::pair<int, int64_t>{4, 128}, {8, 256}, {4, 32}}) {
     const at::Tensor packed = Pack(bits, 100, 256, group, 31);
     const at::Tensor dense = loader::DequantizeLinearWeight(packed, at::kBFloat16);
-    const at::Tensor bias = Random({100}, 32).to(at::kBFloat16);
+    const at::Tensor bias = SeededRandn({100}, 32).to(at::kBFloat16);
     const int64_t max_rows =
         QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16);
     for (int64_t rows : {9, 33, 64, 100, 128}) {
-      const at::Tensor x = Random({rows, 256}, 33).to(at::kBFloat16);
+      const at::Tensor x = SeededRandn({rows, 256}, 33).to(at::kBFloat16);
       const at::Tensor want = PromptChunkLinearBf16(x, dense, bias);
       EXPECT_TRUE(at::equal(QuantizedPromptChunkBf16(x, packed, bias), want))
           << "bits " << bits << " group " << group << " rows " << rows;
@@ -235,11 +231,11 @@ TEST(QuantizedLinear, Bf16PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
 
 TEST(QuantizedLinear, OnlyPackedWeightsAndMatchingInputsApply) {
   const at::Tensor packed = Pack(4, 8, 64, 32, 1);
-  EXPECT_TRUE(QuantizedLinearApplies(Random({2, 64}, 2), packed, at::Tensor()));
-  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 63}, 2), packed, at::Tensor()));
-  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 64}, 2), Random({8, 64}, 3), at::Tensor()));
-  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 64}, 2), packed, Random({9}, 3)));
-  EXPECT_FALSE(QuantizedLinearApplies(Random({2, 64}, 2).to(at::kDouble), packed, at::Tensor()));
+  EXPECT_TRUE(QuantizedLinearApplies(SeededRandn({2, 64}, 2), packed, at::Tensor()));
+  EXPECT_FALSE(QuantizedLinearApplies(SeededRandn({2, 63}, 2), packed, at::Tensor()));
+  EXPECT_FALSE(QuantizedLinearApplies(SeededRandn({2, 64}, 2), SeededRandn({8, 64}, 3), at::Tensor()));
+  EXPECT_FALSE(QuantizedLinearApplies(SeededRandn({2, 64}, 2), packed, SeededRandn({9}, 3)));
+  EXPECT_FALSE(QuantizedLinearApplies(SeededRandn({2, 64}, 2).to(at::kDouble), packed, at::Tensor()));
 }
 
 }  // namespace
