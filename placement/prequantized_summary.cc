@@ -37,7 +37,8 @@ std::string PrequantizedSummary(const loader::PrequantizedFormat& format,
                                   loader::DescribeQuantizeOptions(at_load.LmHead()),
                                   ", by --quantize-lm-head")
                    : "",
-      format.unquantized.empty()
+      // ignore ["lm_head"] alone has no description: the head is never quantized there.
+      format.unquantized.description().empty()
           ? ""
           : absl::StrCat("; linears the checkpoint left unquantized (",
                          format.unquantized.description(), ") in ", kept));

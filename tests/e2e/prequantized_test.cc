@@ -106,6 +106,8 @@ TEST_P(Prequantized, ServesTheGreedyTokensOfItsDequantizedReference) {
   EXPECT_EQ(info.quantization().summary().rfind("checkpoint " + GetParam().description, 0), 0u)
       << info.quantization().summary();
   EXPECT_EQ(info.quantization().activations(), "float");
+  EXPECT_EQ(info.quantization().summary().find("()"), std::string::npos)
+      << info.quantization().summary();
   if (!GetParam().float_field.empty()) {
     EXPECT_NE(info.quantization().summary().find("left unquantized (" + GetParam().float_field),
               std::string::npos)
