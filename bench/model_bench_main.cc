@@ -373,6 +373,13 @@ int main(int argc, char** argv) {
       "GEMM vs BF16");
   quantized->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
   quantized->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  std::vector<int64_t> quantized_rows = {1, 2, 4, 8, 16, 32, 64, 128};
+  quantized->add_option("--rows", quantized_rows, "input rows to measure (default 1 2 4 ... 128)")
+      ->check(CLI::Range(1, 4096));
+  std::vector<std::string> quantized_schemes;
+  quantized->add_option("--schemes", quantized_schemes,
+                        "only these weight schemes (int8 int4_g32 int4_g64 int4_g128; default all)")
+      ->check(CLI::IsMember({"int8", "int4_g32", "int4_g64", "int4_g128"}));
   app.add_subcommand("blas-coretype",
                      "print the OPENBLAS_CORETYPE this process runs with (empty: OpenBLAS's own "
                      "choice), so bench/run gives its peers the same kernels");
@@ -389,7 +396,7 @@ int main(int argc, char** argv) {
     if (*drift) return Finish(Drift(args, prompts, drift_tokens));
     placer::model::SetComputeThreads(args.threads);
     if (*quantized) {
-      PrintJson(MeasureQuantizedProducts(runs));
+      PrintJson(MeasureQuantizedProducts(runs, quantized_rows, quantized_schemes));
       return 0;
     }
     PrintJson(*products ? MeasureSmallBatchProducts(runs, force_avx2)

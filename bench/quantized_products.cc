@@ -42,7 +42,8 @@ struct Scheme {
 
 }  // namespace
 
-nlohmann::json MeasureQuantizedProducts(int runs) {
+nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& row_counts,
+                                        const std::vector<std::string>& only) {
   const std::vector<model::QuantIsa> isas = model::RunnableQuantIsas();
   if (isas.empty()) throw std::runtime_error("quantized-products: this CPU has neither AVX2 nor AVX-512");
   at::manual_seed(1);
@@ -53,7 +54,13 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
       bf16.push_back((at::randn({out, in}) * 0.02).to(at::kBFloat16));
     }
   }
-  const std::vector<Scheme> schemes = {{"int8", 8, 0}, {"int4_g32", 4, 32}, {"int4_g64", 4, 64}, {"int4_g128", 4, 128}};
+  std::vector<Scheme> schemes;
+  for (const Scheme& scheme : {Scheme{"int8", 8, 0}, Scheme{"int4_g32", 4, 32},
+                               Scheme{"int4_g64", 4, 64}, Scheme{"int4_g128", 4, 128}}) {
+    if (only.empty() || std::find(only.begin(), only.end(), scheme.name) != only.end()) {
+      schemes.push_back(scheme);
+    }
+  }
   std::vector<std::vector<at::Tensor>> packed(schemes.size());
   nlohmann::json bytes = {{"bf16", 0}};
   for (const at::Tensor& w : bf16) bytes["bf16"] = bytes["bf16"].get<int64_t>() + w.nbytes();
@@ -68,7 +75,7 @@ nlohmann::json MeasureQuantizedProducts(int runs) {
     bytes[schemes[s].name] = total;
   }
   nlohmann::json points = nlohmann::json::array();
-  for (int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128}) {
+  for (int64_t rows : row_counts) {
     std::vector<at::Tensor> inputs;
     std::vector<at::Tensor> f32_inputs;
     for (const at::Tensor& w : bf16) {

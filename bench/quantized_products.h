@@ -6,11 +6,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 namespace placer::bench {
 
-// For 1, 2, 4, ... 32 BF16 input rows: milliseconds per pass over the 56 linear weights of the
-// small preset's 8 layers (median of `runs`), for int8 (per channel), int4 groups of 32 and of
-// 128, and BF16; with the bytes each pass reads.
-nlohmann::json MeasureQuantizedProducts(int runs);
+// For each count of input rows in `rows` (BF16 and F32 rows): milliseconds per pass over the 56
+// linear weights of the small preset's 8 layers (median of `runs`), for int8 (per channel), int4
+// groups of 32, 64 and 128 (or only the named `schemes`; empty: all), and BF16; with the bytes
+// each pass reads.
+nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& rows,
+                                        const std::vector<std::string>& schemes);
 
 }  // namespace placer::bench

@@ -10,6 +10,7 @@
 #include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_int4_bf16.h"
+#include "model/quantized_int4_quads.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpack.h"
 #include "model/quantized_vnni.h"
@@ -121,6 +122,15 @@ namespace {
 
 std::atomic<bool> int8_activations{false};
 
+// The calling thread's inputs in a kernel's own order, reused by its next call; a long
+// prompt's are given back (as RunPackedProduct gives back its buffers).
+std::vector<float>& ArrangedInputs() {
+  thread_local std::vector<float> arranged;
+  constexpr size_t kKeptFloats = size_t{1} << 20;
+  if (arranged.capacity() > kKeptFloats) std::vector<float>().swap(arranged);
+  return arranged;
+}
+
 // x[0] + ... + x[n-1] in 16 interleaved partial sums, then a fixed tree: the same float on every
 // CPU and for a row alone or in a batch, with a dependency chain 16 times shorter than summing
 // in order (prompt chunks sum every group of every row).
@@ -222,15 +232,25 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
   TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
               QuantIsaName(isa));
   TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
+  const bool quads = isa == QuantIsa::kAvx512 && Int4QuadsApply(*loader::PackedLayoutOf(weight));
+  // A plain reference to this thread's buffer: the helpers running the lambda below must read
+  // the caller's (a thread_local named inside it would be each helper's own).
+  std::vector<float>& buffer = ArrangedInputs();
+  const float* arranged = nullptr;
   return RunPackedProduct(
-      x, weight, bias, [](const QuantOperands&) {},
-      [isa](const QuantOperands& op, int64_t n0, int64_t n1) {
-    if (isa == QuantIsa::kAvx512) {
-      QuantizedRowsAvx512(op, n0, n1);
-    } else {
-      QuantizedRowsAvx2(op, n0, n1);
-    }
-  });
+      x, weight, bias,
+      [&](const QuantOperands& op) {
+        if (quads) arranged = ArrangeInt4QuadInputs(op, &buffer);
+      },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        if (quads) {
+          QuantizedRowsInt4Quads(op, arranged, n0, n1);
+        } else if (isa == QuantIsa::kAvx512) {
+          QuantizedRowsAvx512(op, n0, n1);
+        } else {
+          QuantizedRowsAvx2(op, n0, n1);
+        }
+      });
 }
 
 void SetInt8Activations(bool enabled) { int8_activations.store(enabled); }

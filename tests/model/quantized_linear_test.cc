@@ -36,6 +36,8 @@ const std::vector<Shape>& Shapes() {
       {8, 1, 1, 1},    {8, 3, 7, 7},      {8, 65, 33, 33},   {8, 130, 100, 100},
       {8, 5, 96, 24},  {8, 17, 257, 257}, {8, 66, 64, 16},   {4, 1, 32, 32},
       {4, 3, 64, 32},  {4, 65, 96, 32},   {4, 130, 256, 128}, {4, 7, 384, 128},
+      // Groups of several 128-input quads, and one group per output channel (quads kernel).
+      {4, 33, 512, 256}, {4, 18, 384, 384},
   };
   return shapes;
 }
@@ -109,7 +111,10 @@ TEST(QuantizedLinear, ARowIsTheSameInEveryTileShape) {
   // with weight-row tails at the end of each task, int8 groups ending in a 16- or 8-lane
   // piece and scalar codes, int4 groups of 32 and 128: every batch size 1-9 gives each row
   // the bits it gets alone.
-  const Shape shapes[] = {{8, 67, 120, 40}, {8, 131, 89, 89}, {4, 67, 256, 128}, {4, 69, 96, 32}};
+  // AVX-512 int4 in groups of 128s: 1 to 4 rows per pass, 16 outputs' lanes summed at once at
+  // one row (67 outputs: four 16s and a tail in the first task).
+  const Shape shapes[] = {{8, 67, 120, 40}, {8, 131, 89, 89}, {4, 67, 256, 128},
+                          {4, 69, 96, 32},  {4, 35, 384, 384}};
   for (QuantIsa isa : RunnableQuantIsas()) {
     for (const Shape& shape : shapes) {
       SCOPED_TRACE(testing::Message() << QuantIsaName(isa) << " bits " << shape.bits << " out "
