@@ -49,6 +49,21 @@ inline float TailDot(const uint16_t* w, const uint16_t* x, int64_t k, int64_t in
   return sum;
 }
 
+// Each row's products with weight row w before its lanes are summed (AVX512-BF16, one tile row).
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void AccumulateBf16(
+    const Bf16Operands& op, const uint16_t* x, const uint16_t* w, __m512 (&acc)[R]) {
+  const int64_t in = op.in;
+  _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k + 32 <= in; k += 32) {
+    const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k));
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + r * in + k));
+      acc[r] = _mm512_dpbf16_ps(acc[r], wv, xv);
+    }
+  }
+}
+
 template <int R, int T>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void TileBf16(
     const Bf16Operands& op, const uint16_t* x, const uint16_t* w, float* y,
@@ -164,7 +179,45 @@ __attribute__((target("avx2,fma"), always_inline)) inline void TileWiden256(
       TILE<R, kTileRows>(op, x, op.weight + n * op.in, y + n, n);                             \
     }                                                                                         \
   }
-PLACER_BF16_ROW_CHUNK(RowChunkBf16, "avx512f,avx512bw,avx512bf16", TileBf16)
+PLACER_BF16_ROW_CHUNK(RowChunkBf16PerOutput, "avx512f,avx512bw,avx512bf16", TileBf16)
+
+// AVX512-BF16 at 1, 2, 4 or 8 rows: the lanes of 16 / R outputs' R rows are summed together
+// (HorizontalSums512x16, the intrinsic's order: every bit as TileBf16 gives them). A sum of its
+// own is ~12 dependent instructions per output and row against 24 vdpbf16ps at 768 inputs; at 8
+// rows the step is bound by the kernel's instructions (bench/analysis.md).
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void RowChunkBf16(const Bf16Operands& op,
+                                                                         int64_t m, int64_t n0,
+                                                                         int64_t n1) {
+  if constexpr (16 % R != 0) {
+    RowChunkBf16PerOutput<R>(op, m, n0, n1);
+  } else {
+    constexpr int kOutputs = 16 / R;
+    const uint16_t* x = op.x + m * op.in;
+    float* y = op.y + m * op.out;
+    const int64_t vector_end = op.in - op.in % 32;
+    int64_t n = n0;
+    for (; n + kOutputs <= n1; n += kOutputs) {
+      __m512 lanes[16];
+      _Pragma("GCC unroll 1") for (int o = 0; o < kOutputs; ++o) {
+        __m512 acc[R];
+        AccumulateBf16<R>(op, x, op.weight + (n + o) * op.in, acc);
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) lanes[o * R + r] = acc[r];
+      }
+      alignas(64) float sums[16];
+      _mm512_store_ps(sums, HorizontalSums512x16(lanes));
+      for (int o = 0; o < kOutputs; ++o) {
+        const uint16_t* w = op.weight + (n + o) * op.in;
+        const float bias = op.bias != nullptr ? op.bias[n + o] : 0.0f;
+        for (int r = 0; r < R; ++r) {
+          const float sum = sums[o * R + r] + TailDot(w, x + r * op.in, vector_end, op.in);
+          y[r * op.out + n + o] = sum + bias;
+        }
+      }
+    }
+    if (n < n1) RowChunkBf16PerOutput<R>(op, m, n, n1);
+  }
+}
 PLACER_BF16_ROW_CHUNK(RowChunkWiden512, "avx512f,avx2,fma", TileWiden512)
 PLACER_BF16_ROW_CHUNK(RowChunkWiden256, "avx2,fma", TileWiden256)
 #undef PLACER_BF16_ROW_CHUNK

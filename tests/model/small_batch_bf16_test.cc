@@ -53,7 +53,7 @@ TEST(SmallBatchBf16, EveryRunnableIsaMatchesAFloat64Reference) {
 }
 
 TEST(SmallBatchBf16, ARowIsTheSameAloneAndInAnyBatch) {
-  // 11 rows: a tile of 8 (its 16 outputs summed as one vector) and a tail of 3; inputs with
+  // 11 rows: a chunk of 8 and a tail of 3; inputs with
   // and without a scalar tail; with and without a bias.
   for (Bf16Isa isa : RunnableBf16Isas()) {
     for (int64_t in : {200, 256}) {
@@ -69,6 +69,12 @@ TEST(SmallBatchBf16, ARowIsTheSameAloneAndInAnyBatch) {
           // And at another position, among other rows.
           const at::Tensor shifted = at::cat({x.narrow(0, (r + 3) % 11, 1), x.narrow(0, r, 1)});
           EXPECT_TRUE(at::equal(SmallBatchLinearBf16(shifted, w, bias, isa)[1], batched[r])) << r;
+        }
+        // Every batch size: 1, 2, 4 and 8 rows sum 16, 8, 4 or 2 outputs' lanes at once (the
+        // 64-output tasks and the last task's 45 outputs end in tails), other sizes one by one.
+        for (int64_t batch = 2; batch <= 9; ++batch) {
+          const at::Tensor y = SmallBatchLinearBf16(x.narrow(0, 0, batch), w, bias, isa);
+          EXPECT_TRUE(at::equal(y, batched.narrow(0, 0, batch))) << "batch of " << batch;
         }
       }
     }
