@@ -23,7 +23,10 @@ nlohmann::json Time(int64_t bytes, int runs, Pass pass) {
   const nlohmann::json summary = Summary(seconds);
   return {{"seconds", seconds},
           {"summary", summary},
-          {"bytes_per_second", static_cast<double>(bytes) / summary["median"].get<double>()}};
+          {"bytes_per_second", static_cast<double>(bytes) / summary["median"].get<double>()},
+          // The fastest pass: what the machine can do, which a floor needs (a median moved
+          // between 39.8 and 63.6 GB/s of reads from one bench run to the next on 2 shared vCPUs).
+          {"best_bytes_per_second", static_cast<double>(bytes) / summary["min"].get<double>()}};
 }
 
 }  // namespace
