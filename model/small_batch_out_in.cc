@@ -36,6 +36,9 @@ constexpr int kOneStreamMaxRows = 2;
 // Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
 // in cache for the second chunk (only rows beyond one chunk read it again).
 constexpr int64_t kBlockBytes = 32 << 10;
+// Tiles with at least this many outputs (weight rows x input rows) sum their lanes 16 outputs
+// at a time; fewer would pay for a whole vector of sums.
+constexpr int kLaneSumsTogetherFrom = 8;
 
 // One tile: T weight rows (w, w + in, ...) times R input rows, written to y[r * out + t].
 // Each output is one vector accumulator over `in` in order, reduced the same way whatever R
@@ -79,10 +82,31 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(c
       }
     }
   }
-  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      y[r * op.out + t] = _mm512_reduce_add_ps(acc[t][r]) + bias;
+  if constexpr (R * T >= kLaneSumsTogetherFrom) {
+    // The tile's sums 16 at a time (HorizontalSums512x16, the intrinsic's order: every bit as
+    // below). An 8-row tile of 3 weight rows is 24 sums of 12 dependent instructions each
+    // against 24 fma per 16 inputs: a fifth of a 768-input tile's instructions, on the same
+    // pipes as the fmas.
+    constexpr int kSums = R * T, kGroups = (kSums + 15) / 16;
+    alignas(64) float sums[kGroups * 16];
+    _Pragma("GCC unroll 4") for (int group = 0; group < kGroups; ++group) {
+      __m512 lanes[16];
+      _Pragma("GCC unroll 16") for (int i = 0; i < 16; ++i) {
+        const int flat = group * 16 + i;
+        lanes[i] = flat < kSums ? acc[flat / R][flat % R] : _mm512_setzero_ps();
+      }
+      _mm512_store_ps(sums + group * 16, HorizontalSums512x16(lanes));
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) y[r * op.out + t] = sums[t * R + r] + bias;
+    }
+  } else {
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
+      _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
+        y[r * op.out + t] = _mm512_reduce_add_ps(acc[t][r]) + bias;
+      }
     }
   }
 }

@@ -82,6 +82,12 @@ TEST_P(SmallBatchLinearTest, ARowIsTheSameAloneInAnyBatchAndWithAnyThreads) {
   for (int64_t i = 0; i < 13; ++i) {
     EXPECT_TRUE(at::equal(shuffled[i], batch[order[i].item<int64_t>()])) << "shuffled " << i;
   }
+  // Every batch size: tiles of 3 weight rows from 3 input rows sum their lanes 16 outputs at a
+  // time, 1-2 rows one output at a time.
+  for (int64_t rows = 2; rows <= 9; ++rows) {
+    EXPECT_TRUE(at::equal(Apply(x.slice(0, 0, rows), w, b), batch.slice(0, 0, rows)))
+        << "batch of " << rows;
+  }
   const int threads = at::get_num_threads();
   at::set_num_threads(threads == 1 ? 2 : 1);
   const at::Tensor other_threads = Apply(x, w, b);
