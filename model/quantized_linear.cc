@@ -100,7 +100,13 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
     // 16, not 8, where the chunk kernel wins from 9: decode steps of up to 16 rows stay exact.
     if (compute == at::kBFloat16 && (BfloatGemmHasAmx() || PromptChunkBf16Runs())) return 16;
     // (PromptChunkLinear runs on every CPU that runs these kernels: AVX-512F.)
-    if (compute == at::kFloat) return layout.group_size <= 32 ? 16 : 32;
+    // The quads kernel (4-bit groups of 128s) takes 1-4 rows per pass over a weight row, so
+    // more rows cost it more than the general kernel: small preset's layers, 2 threads, ms per
+    // pass, quads vs unpack + GEMM: 8 rows 4.7-5.0 vs 5.5-6.1, 16 rows 9.8 vs 9.4-9.9, 32 rows
+    // 18.1-20.1 vs 16.6-16.8 (quantized-products --rows 8 16 32 64 --schemes int4_g128, Zen 4).
+    if (compute == at::kFloat) {
+      return layout.group_size <= 32 || Int4QuadsApply(layout) ? 16 : 32;
+    }
   }
   return 128;
 }
