@@ -69,23 +69,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline voi
     const Bf16Operands& op, const uint16_t* x, const uint16_t* w, float* y,
     int64_t n) {
   const int64_t in = op.in;
+  const int64_t k = in - in % 32;  // the scalar tail's start
   __m512 acc[T][R];
-  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
-    __m512bh wv[T];
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      wv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + t * in + k));
-    }
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + r * in + k));
-      _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-        acc[t][r] = _mm512_dpbf16_ps(acc[t][r], wv[t], xv);
-      }
-    }
-  }
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) AccumulateBf16<R>(op, x, w + t * in, acc[t]);
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
