@@ -6,6 +6,7 @@
 //   placer-bench-model forward DIR [--threads 2] [--tokens 8] [--iterations 300] [--clients 1]
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
 //   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
+//   placer-bench-model stream-prefetch [--mib 256] [--threads 2] [--pairs 100] [--distances ...]
 #include <ATen/ATen.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,7 @@
 #include "bench/quantize_drift.h"
 #include "bench/quantized_products.h"
 #include "bench/small_batch_products.h"
+#include "bench/stream_prefetch.h"
 #include "loader/checkpoint.h"
 #include "loader/quantized_layout.h"
 #include "placement/checkpoint_tensors.h"
@@ -380,6 +382,17 @@ int main(int argc, char** argv) {
   quantized->add_option("--schemes", quantized_schemes,
                         "only these weight schemes (int8 int4_g32 int4_g64 int4_g128; default all)")
       ->check(CLI::IsMember({"int8", "int4_g32", "int4_g64", "int4_g128"}));
+  CLI::App* prefetch = app.add_subcommand(
+      "stream-prefetch",
+      "one-row F32 products with and without a same-stream prefetch, in alternating pairs: how "
+      "far ahead the float kernels prefetch (model/stream_prefetch.h)");
+  prefetch->add_option("--mib", mib, "weight size")->check(CLI::Range(1, 65536));
+  prefetch->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  int pairs = 100;
+  prefetch->add_option("--pairs", pairs)->check(CLI::Range(1, 100000));
+  std::vector<int64_t> distances = {2048, 4096, 6144, 8192, 12288, 16384};
+  prefetch->add_option("--distances", distances, "bytes ahead to measure")
+      ->check(CLI::Range(64, 1 << 24));
   app.add_subcommand("blas-coretype",
                      "print the OPENBLAS_CORETYPE this process runs with (empty: OpenBLAS's own "
                      "choice), so bench/run gives its peers the same kernels");
@@ -394,6 +407,10 @@ int main(int argc, char** argv) {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     if (*drift) return Finish(Drift(args, prompts, drift_tokens));
+    if (*prefetch) {
+      PrintJson(MeasureStreamPrefetch(mib << 20, args.threads, pairs, distances));
+      return 0;
+    }
     placer::model::SetComputeThreads(args.threads);
     if (*quantized) {
       PrintJson(MeasureQuantizedProducts(runs, quantized_rows, quantized_schemes));

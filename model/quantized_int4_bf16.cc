@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/stream_prefetch.h"
+
 namespace placer::model {
 namespace {
 
@@ -27,7 +29,9 @@ constexpr int64_t kInputsPerQuad = 128;
 constexpr int64_t kPairsPerQuad = 64;  // four vectors of 16 dwords
 constexpr int64_t kInputsPerUnit = 32;
 constexpr int64_t kUnitBytes = 16;
-// Weight rows ahead that a row prefetches (one sequential stream per thread).
+// Weight rows ahead that a row prefetches (one sequential stream per thread), at least
+// kStreamPrefetchBytes (stream_prefetch.h: 4 rows of the small preset's 4-bit weights are
+// 1.6 KiB, where a float stream gained nothing).
 constexpr int64_t kRowsAhead = 4;
 
 // For each of the four shifts, which two inputs of a dword's group of four (j = 0) it pairs.
@@ -93,6 +97,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
     const QuantOperands& op, const uint32_t* pairs, int64_t r0, int64_t n0, int64_t n1) {
   const int64_t quads = (op.in + kInputsPerQuad - 1) / kInputsPerQuad;
   const int64_t row_bytes = op.groups * op.block_bytes;
+  const int64_t rows_ahead = std::max(kRowsAhead, StreamAheadRows(row_bytes));
   const bool whole_blocks = op.group_size % kInputsPerQuad == 0;
   const __m512i mantissa = _mm512_set1_epi32(0x00780078);
   const __m512i one = _mm512_set1_epi32(0x3F803F80);
@@ -101,7 +106,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
   float* y = op.y + r0 * op.out;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = op.w + n * row_bytes;
-    const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
+    const uint8_t* ahead = n + rows_ahead < op.out ? row + rows_ahead * row_bytes : row;
     __m512 acc[R];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t q = 0; q < quads; ++q) {

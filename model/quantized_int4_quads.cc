@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -23,8 +24,10 @@ constexpr int kChains = 4;
 // with the table, the codes and an input; more rows take another pass (the weight row is then
 // in L1).
 constexpr int kMaxRows = 4;
-// Weight rows ahead that a row prefetches (one sequential stream per thread, as the general
-// kernel does).
+
+// Weight rows ahead that a row prefetches (one sequential stream per thread), at least
+// kStreamPrefetchBytes (stream_prefetch.h: 4 rows of the small preset's 4-bit weights are
+// 1.6 KiB, where a float stream gained nothing).
 constexpr int64_t kRowsAhead = 4;
 
 // Each row's products of weight row n, its chains added: ((c0 + c1) + (c2 + c3)).
@@ -33,7 +36,8 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void RowSu
     const QuantOperands& op, const float* quads, int64_t n, __m512 (&sums)[R]) {
   const int64_t row_bytes = op.groups * op.block_bytes;
   const uint8_t* row = op.w + n * row_bytes;
-  const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
+  const int64_t rows_ahead = std::max(kRowsAhead, StreamAheadRows(row_bytes));
+  const uint8_t* ahead = n + rows_ahead < op.out ? row + rows_ahead * row_bytes : row;
   const int64_t quads_per_group = op.group_size / kInputsPerQuad;
   const __m512 code_values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 chain[kChains][R];

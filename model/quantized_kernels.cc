@@ -31,6 +31,7 @@
 
 #include "loader/quantized_layout.h"
 #include "model/keep_in_register.h"
+#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -57,12 +58,15 @@ inline float ScalarTailDot8(const uint8_t* codes, const float* x, int64_t c, int
 }
 
 // The weight row whose bytes a tile starting at `row` prefetches: kTilesAhead tiles of T rows
-// further on, or its own row near the end (a prefetch never faults, but the pointer must stay
-// inside the weight).
+// further on and at least kStreamPrefetchBytes (stream_prefetch.h: 4 rows of the small preset's
+// 4-bit weights were 1.6 KiB, where a float stream gained nothing), or its own row near the end
+// (a prefetch never faults, but the pointer must stay inside the weight).
 constexpr int64_t kTilesAhead = 4;
 
 inline int64_t AheadRow(const QuantOperands& op, int64_t row, int tile_rows) {
-  const int64_t ahead = row + kTilesAhead * tile_rows;
+  const int64_t rows_ahead =
+      std::max(kTilesAhead * tile_rows, StreamAheadRows(op.groups * op.block_bytes));
+  const int64_t ahead = row + rows_ahead;
   return ahead < op.out ? ahead : row;
 }
 

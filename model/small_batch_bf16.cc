@@ -13,6 +13,7 @@
 
 #include "model/small_batch_linear.h"
 #include "model/spinning_workers.h"
+#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -26,8 +27,8 @@ struct Bf16Operands {
   int64_t rows, in, out;
 };
 
-// One weight row per tile, read in order with no software prefetch: each thread's weights are
-// then one sequential stream, which the hardware prefetchers follow. On a Zen 4 EPYC, tiles of
+// One weight row per tile, read in order and prefetched kStreamPrefetchBytes ahead on the same
+// stream (stream_prefetch.h): each thread's weights are one sequential stream. On a Zen 4 EPYC, tiles of
 // 2 rows with rows prefetched 4 tiles ahead (two streams 4 KiB apart, two more ahead) took a
 // ~1.1B decode step 100-113 ms against 56-62 ms, and the small preset's 8.1 ms against 5.8 at
 // 1 row, 13.4 against 10.1 at 8 (bench/analysis.md, "One weight stream per thread"). The
@@ -54,8 +55,10 @@ template <int R>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void AccumulateBf16(
     const Bf16Operands& op, const uint16_t* x, const uint16_t* w, __m512 (&acc)[R]) {
   const int64_t in = op.in;
+  const uint16_t* ahead = StreamAhead(w, in, op.weight + op.out * in);
   _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k + 32 <= in; k += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T0);
     const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k));
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + r * in + k));
@@ -95,10 +98,12 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void TileWiden
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   }
+  const uint16_t* ahead = StreamAhead(w, T * in, op.weight + op.out * in);
   int64_t k = 0;
   for (; k + 16 <= in; k += 16) {
     __m512 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      if (k % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
       wv[t] = Widen512(w + t * in + k);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
@@ -131,10 +136,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void TileWiden256(
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm256_setzero_ps();
   }
+  const uint16_t* ahead = StreamAhead(w, T * in, op.weight + op.out * in);
   int64_t k = 0;
   for (; k + 8 <= in; k += 8) {
     __m256 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
+      if (k % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
       wv[t] = Widen256(w + t * in + k);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {

@@ -11,6 +11,7 @@
 
 #include "model/keep_in_register.h"
 #include "model/small_batch_kernels.h"
+#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -26,8 +27,8 @@ namespace {
 constexpr int kTileRows512 = 3;
 constexpr int kTileRows256 = 2;
 constexpr int64_t kPrefetchTiles = 4;
-// Up to this many input rows a tile is one weight row, unprefetched: each thread's weights are
-// then one sequential stream, which the hardware prefetchers follow. On a Zen 4 EPYC the small
+// Up to this many input rows a tile is one weight row, prefetched kStreamPrefetchBytes ahead on
+// its own stream (stream_prefetch.h): each thread's weights are then one sequential stream. On a Zen 4 EPYC the small
 // preset's 1-row products took 18.3 ms in tiles of 3 rows prefetched ahead (three streams 4 KiB
 // apart, three more ahead) against 10.8; equal at 4 rows, slower past them, where the
 // arithmetic, not the stream, bounds the tile (bench/analysis.md, "One weight stream per
@@ -59,7 +60,7 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(c
     __m512 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       wv[t] = _mm512_loadu_ps(w + t * in + k);
-      if constexpr (T > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m512 xv = _mm512_loadu_ps(x + r * in + k);
@@ -127,7 +128,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
     __m256 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       wv[t] = _mm256_loadu_ps(w + t * in + k);
-      if constexpr (T > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m256 xv = _mm256_loadu_ps(x + r * in + k);
@@ -164,9 +165,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
         TILE<R, TILE_ROWS>(op, x, op.weight + n * op.in, ahead, y + n, n);                    \
       }                                                                                       \
     }                                                                                         \
+    const float* weight_end = op.weight + op.out * op.in;                                    \
     for (; n < n1; ++n) {                                                                     \
       const float* w = op.weight + n * op.in;                                                 \
-      TILE<R, 1>(op, x, w, w, y + n, n);                                                      \
+      TILE<R, 1>(op, x, w, StreamAhead(w, op.in, weight_end), y + n, n);                      \
     }                                                                                         \
   }
 PLACER_ROW_CHUNK(RowChunk512, "avx512f,avx2,fma", Tile512, kTileRows512)
