@@ -21,7 +21,6 @@
 #include <cstring>
 
 #include "model/keep_in_register.h"
-#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -30,8 +29,7 @@ namespace {
 using loader::kPackedBlockHeaderBytes;
 
 constexpr int64_t kBlock = 128;      // activation block (within one weight group; 64 for 4-bit groups of 64)
-constexpr int64_t kTilesAhead = 4;   // weight rows prefetched this many tiles ahead, at least
-                                     // kStreamPrefetchBytes (stream_prefetch.h)
+constexpr int64_t kTilesAhead = 4;   // weight rows prefetched this many tiles ahead
 
 inline float OffsetAt(const QuantOperands& op, const uint8_t* row, int64_t g) {
   return VnniFloatAt(row + g * op.block_bytes + sizeof(float));
@@ -98,12 +96,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   }
   const int64_t row_bytes = groups * op.block_bytes;
-  const int64_t rows_ahead = std::max(kTilesAhead * T, StreamAheadRows(row_bytes));
   const uint8_t* row[T];
   const uint8_t* ahead[T];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     row[t] = op.w + (n + t) * row_bytes;
-    const int64_t ahead_row = n + t + rows_ahead;
+    const int64_t ahead_row = n + t + kTilesAhead * T;
     ahead[t] = op.w + (ahead_row < op.out ? ahead_row : n + t) * row_bytes;
   }
   const int8_t* codes = xa.codes.data() + r0 * in;
@@ -201,12 +198,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   }
   const int64_t row_bytes = groups * op.block_bytes;
-  const int64_t rows_ahead = std::max(kTilesAhead * T, StreamAheadRows(row_bytes));
   const uint8_t* row[T];
   const uint8_t* ahead[T];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     row[t] = op.w + (n + t) * row_bytes;
-    const int64_t ahead_row = n + t + rows_ahead;
+    const int64_t ahead_row = n + t + kTilesAhead * T;
     ahead[t] = op.w + (ahead_row < op.out ? ahead_row : n + t) * row_bytes;
   }
   const int8_t* codes = xa.codes.data() + r0 * in;
