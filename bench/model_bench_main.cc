@@ -369,6 +369,9 @@ int main(int argc, char** argv) {
   products->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   bool force_avx2 = false;
   products->add_flag("--avx2", force_avx2, "measure the AVX2 kernels even on an AVX-512 CPU");
+  std::vector<int64_t> product_rows = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  products->add_option("--rows", product_rows, "input rows to measure (default 1 2 4 ... 256)")
+      ->check(CLI::Range(1, 4096));
   CLI::App* quantized = app.add_subcommand(
       "quantized-products",
       "few-row products over packed int8/int4 weights: placer's kernels per ISA vs dequantize + "
@@ -416,7 +419,7 @@ int main(int argc, char** argv) {
       PrintJson(MeasureQuantizedProducts(runs, quantized_rows, quantized_schemes));
       return 0;
     }
-    PrintJson(*products ? MeasureSmallBatchProducts(runs, force_avx2)
+    PrintJson(*products ? MeasureSmallBatchProducts(runs, force_avx2, product_rows)
                         : MeasureMemoryBandwidth(mib << 20, runs));
     return 0;
   } catch (const std::exception& e) {

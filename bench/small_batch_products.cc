@@ -54,7 +54,8 @@ constexpr int64_t kMostGemvRows = 64;
 
 }  // namespace
 
-nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
+nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2,
+                                         const std::vector<int64_t>& row_counts) {
   model::VectorIsa isa = model::DetectVectorIsa();
   if (isa == model::VectorIsa::kNone) {
     throw std::runtime_error("products: this CPU has neither AVX2 nor AVX-512");
@@ -69,7 +70,7 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2) {
     bytes += out * in * static_cast<int64_t>(sizeof(float));
   }
   nlohmann::json points = nlohmann::json::array();
-  for (int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
+  for (const int64_t rows : row_counts) {
     std::vector<at::Tensor> inputs;
     for (const at::Tensor& w : out_in) inputs.push_back(at::randn({rows, w.size(1)}));
     const auto each = [&](const std::function<void(size_t)>& product) {
