@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
+#include "bench/batched_decode.h"
 #include "bench/bench_layouts.h"
 #include "bench/memory_bandwidth.h"
 #include "bench/quantize_drift.h"
@@ -186,11 +187,18 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
            }()}};
 }
 
-// Greedy decode: prefill the prompt, then one Extend per new token, each timed.
+// Greedy decode: prefill the prompt, then one Extend per new token, each timed (or, with
+// --batch, several sequences stepped together: MeasureBatchedDecode).
 absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, int new_tokens,
-                                      int runs) {
+                                      int runs, int batch) {
   PLACER_ASSIGN_OR_RETURN(auto loaded, Load(args));
   const model::CausalLm& lm = *loaded.model;
+  if (batch > 1) {
+    PLACER_ASSIGN_OR_RETURN(nlohmann::json batched,
+                            MeasureBatchedDecode(lm, batch, prompt_tokens, new_tokens, runs));
+    batched.update(BaseReport(args, loaded));
+    return batched;
+  }
   const std::vector<int32_t> prompt = PromptTokens(prompt_tokens, lm.vocab_size());
   nlohmann::json samples = nlohmann::json::array();
   std::vector<double> prefill_all, step_all;
@@ -329,7 +337,7 @@ int main(int argc, char** argv) {
     command->add_option("dir", args.dir, "checkpoint directory")->required();
     command->add_option("--threads", args.threads, "intra-op compute threads")->check(CLI::Range(1, 256));
   };
-  CLI::App* decode = app.add_subcommand("decode", "greedy decode at batch 1, every step timed");
+  CLI::App* decode = app.add_subcommand("decode", "greedy decode, every step timed (batch 1, or --batch N)");
   add_model(decode);
   decode->add_option("--layout", args.layout, "cpu, gpu, half-cpu, half-disk, all-cpu, all-disk");
   decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
@@ -342,6 +350,9 @@ int main(int argc, char** argv) {
   decode->add_option("--prompt-tokens", prompt_tokens)->check(CLI::Range(1, 100000));
   decode->add_option("--new-tokens", new_tokens)->check(CLI::Range(2, 100000));
   decode->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  int batch = 1;
+  decode->add_option("--batch", batch, "sequences decoded together (ExtendBatch), each prompt other ids")
+      ->check(CLI::Range(1, 256));
   CLI::App* forward = app.add_subcommand("forward", "Forward latency / throughput in process");
   add_model(forward);
   forward->add_option("--tokens", tokens)->check(CLI::Range(1, 100000));
@@ -407,7 +418,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs));
+    if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs, batch));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     if (*drift) return Finish(Drift(args, prompts, drift_tokens));
     if (*prefetch) {
