@@ -11,28 +11,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/decode_attention_rows.h"
 #include "model/spinning_workers.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
 namespace {
-
-// T: the pool's and q/k/v/out's element type (float or BFloat16). Scores, softmax and the
-// weighted sum of values are float either way; a BF16 row is rounded once, at the end.
-template <typename T>
-struct Operands {
-  const T* q;
-  const T* k;
-  const T* v;
-  int64_t q_row, k_row, v_row;  // row strides
-  T* key_pool;                  // [kv_heads, pool_positions, head_dim]
-  T* value_pool;
-  int64_t pool_positions;
-  T* out;  // [rows, heads * head_dim]
-  int64_t heads, kv_heads, head_dim;
-  int64_t window;
-  float scale;
-};
 
 // BF16 is the top half of a float: widening is a 16-bit shift.
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadWidened(
@@ -83,18 +67,9 @@ void AxpyPlain(float* y, float a, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * static_cast<float>(x[i]);
 }
 
-// The pool position of a row's sequence position (a ring's table wraps: KvCache).
-int64_t SlotOf(const DecodeRow& row, int64_t position) {
-  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
-  const std::vector<int32_t>& blocks = *row.blocks;
-  const auto entries = static_cast<int64_t>(blocks.size());
-  return static_cast<int64_t>(blocks[static_cast<size_t>((position / kBlock) % entries)]) * kBlock +
-         position % kBlock;
-}
-
 // One row and one kv head: the query heads of its group (its key and value already stored).
 template <typename T, bool kAvx2>
-void AttendGroup(const Operands<T>& op, const DecodeRow& row, int64_t kv_head) {
+void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t kv_head) {
   auto dot = kAvx2 ? DotAvx2<T> : DotPlain<T>;
   auto axpy = kAvx2 ? AxpyAvx2<T> : AxpyPlain<T>;
   const int64_t d = op.head_dim;
@@ -104,7 +79,7 @@ void AttendGroup(const Operands<T>& op, const DecodeRow& row, int64_t kv_head) {
   const T* values = op.value_pool + kv_head * op.pool_positions * d;
   const int64_t newest = row.position;
 
-  const int64_t first = op.window > 0 ? std::max<int64_t>(0, newest - op.window + 1) : 0;
+  const int64_t first = FirstSeen(row, op.window);
   const int64_t seen = newest - first + 1;
   thread_local std::vector<float> scores;
   thread_local std::vector<float> queries;
@@ -158,7 +133,7 @@ void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, a
                 at::Tensor& out, VectorIsa isa) {
   const int64_t heads = q.size(1);
   const int64_t head_dim = keys.size(2);
-  const Operands<T> op{q.data_ptr<T>(),
+  const AttentionOperands<T> op{q.data_ptr<T>(),
                        k.data_ptr<T>(),
                        v.data_ptr<T>(),
                        q.stride(0),
@@ -183,12 +158,15 @@ void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, a
       std::memcpy(op.value_pool + at, op.v + row.row * op.v_row + kv_head * head_dim, sizeof(T) * head_dim);
     }
   }
+  const bool avx512 = isa == VectorIsa::kAvx512 && Avx512AttendTakes(head_dim);
   const bool avx2 = isa != VectorIsa::kNone;
   const int64_t tasks = static_cast<int64_t>(rows.size()) * op.kv_heads;
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const DecodeRow& row = rows[static_cast<size_t>(task / op.kv_heads)];
-      if (avx2) {
+      if (avx512) {
+        AttendGroupAvx512<T>(op, row, task % op.kv_heads);
+      } else if (avx2) {
         AttendGroup<T, true>(op, row, task % op.kv_heads);
       } else {
         AttendGroup<T, false>(op, row, task % op.kv_heads);

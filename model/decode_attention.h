@@ -47,7 +47,9 @@ bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& 
 // the kv head of its group. q: [rows, heads, head_dim], k and v: [rows, kv_heads, head_dim]
 // (any row stride), out: [rows, heads * head_dim] contiguous, of the pool's dtype; rows not
 // listed are untouched.
-// `isa` kNone: plain C++ loops (CPUs without AVX2; tests).
+// `isa` kNone: plain C++ loops (CPUs without AVX2; tests); kAvx512: 16 keys' scores at a time
+// with every sum in a register, for head sizes of whole 16-float vectors up to 128 (others go
+// through the AVX2 loops).
 void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      KvBlockPool& pool, int64_t layer, int64_t window,
                      const std::vector<DecodeRow>& rows, at::Tensor& out,

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/decode_attention_rows.h"
 #include "model/tensor_ops.h"
 
 namespace placer::model {
@@ -24,6 +25,7 @@ constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
 struct Operands {
   VectorIsa isa;
   at::ScalarType dtype;
+  int64_t head_dim = kHeadDim;
 };
 
 class DecodeAttentionTest : public ::testing::TestWithParam<Operands> {
@@ -32,7 +34,10 @@ class DecodeAttentionTest : public ::testing::TestWithParam<Operands> {
     if (GetParam().isa != VectorIsa::kNone && DetectVectorIsa() == VectorIsa::kNone) {
       GTEST_SKIP() << "this CPU has no AVX2";
     }
-    auto pool = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, kHeadDim,
+    if (GetParam().isa == VectorIsa::kAvx512 && DetectVectorIsa() != VectorIsa::kAvx512) {
+      GTEST_SKIP() << "this CPU has no AVX-512";
+    }
+    auto pool = KvBlockPool::Create({{at::Device(at::kCPU), "cpu"}}, kKvHeads, HeadDim(),
                                     /*blocks=*/8, GetParam().dtype,
                                     std::make_shared<runtime::RuntimeAccounting>(
                                         std::vector<std::string>{"cpu"}));
@@ -46,6 +51,7 @@ class DecodeAttentionTest : public ::testing::TestWithParam<Operands> {
   at::Tensor Randn(at::IntArrayRef shape) const { return at::randn(shape).to(GetParam().dtype); }
   bool Bf16() const { return GetParam().dtype == at::kBFloat16; }
   VectorIsa Isa() const { return GetParam().isa; }
+  int64_t HeadDim() const { return GetParam().head_dim; }
 
   // The keys (or values) of positions 0..length-1 of a sequence, gathered from its blocks:
   // [kv_heads, length, head_dim].
@@ -63,16 +69,16 @@ TEST_P(DecodeAttentionTest, EqualsCausalAttentionOverScatteredBlocks) {
   const std::vector<std::vector<int32_t>> tables = {{5, 2}, {0}, {3, 4, 6}};
   const std::vector<int64_t> positions = {20, 0, 40};
   const int64_t rows = 3;
-  const at::Tensor q = Randn({rows, kHeads, kHeadDim});
+  const at::Tensor q = Randn({rows, kHeads, HeadDim()});
   // Row stride wider than a row, as a view into a fused q/k/v projection has.
-  const at::Tensor kv = Randn({rows, 2, kKvHeads, kHeadDim});
+  const at::Tensor kv = Randn({rows, 2, kKvHeads, HeadDim()});
   const at::Tensor k = kv.select(1, 0);
   const at::Tensor v = kv.select(1, 1);
   for (int64_t window : {int64_t{0}, int64_t{7}}) {
     SCOPED_TRACE(window);
     std::vector<DecodeRow> decode;
     for (int64_t r = 0; r < rows; ++r) decode.push_back({r, positions[r], &tables[r]});
-    at::Tensor out = at::full({rows, kHeads * kHeadDim}, 123.0f).to(GetParam().dtype);
+    at::Tensor out = at::full({rows, kHeads * HeadDim()}, 123.0f).to(GetParam().dtype);
     DecodeAttention(q, k, v, *pool_, 0, window, decode, out, Isa());
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t length = positions[r] + 1;
@@ -85,7 +91,7 @@ TEST_P(DecodeAttentionTest, EqualsCausalAttentionOverScatteredBlocks) {
       const at::Tensor want = CausalAttention(q[r].unsqueeze(1).to(at::kFloat),
                                               keys.to(at::kFloat), values.to(at::kFloat), window)
                                   .transpose(0, 1)
-                                  .reshape({kHeads * kHeadDim});
+                                  .reshape({kHeads * HeadDim()});
       const at::Tensor got = out[r].to(at::kFloat);
       const double tolerance = Bf16() ? 4e-3 : 1e-5;  // BF16: half a unit in the 8th bit, twice
       EXPECT_TRUE(at::allclose(got, want, tolerance, tolerance))
@@ -96,11 +102,11 @@ TEST_P(DecodeAttentionTest, EqualsCausalAttentionOverScatteredBlocks) {
 
 TEST_P(DecodeAttentionTest, WindowChangesTheResultOnlyPastIt) {
   const std::vector<int32_t> table = {1, 7};
-  const at::Tensor q = Randn({1, kHeads, kHeadDim});
-  const at::Tensor k = Randn({1, kKvHeads, kHeadDim});
-  const at::Tensor v = Randn({1, kKvHeads, kHeadDim});
+  const at::Tensor q = Randn({1, kHeads, HeadDim()});
+  const at::Tensor k = Randn({1, kKvHeads, HeadDim()});
+  const at::Tensor v = Randn({1, kKvHeads, HeadDim()});
   auto attend = [&](int64_t position, int64_t window) {
-    at::Tensor out = at::empty({1, kHeads * kHeadDim}, q.options());
+    at::Tensor out = at::empty({1, kHeads * HeadDim()}, q.options());
     DecodeAttention(q, k, v, *pool_, 0, window, {{0, position, &table}}, out, Isa());
     return out;
   };
@@ -108,7 +114,7 @@ TEST_P(DecodeAttentionTest, WindowChangesTheResultOnlyPastIt) {
   EXPECT_TRUE(at::equal(attend(5, 0), attend(5, 6)));
   EXPECT_FALSE(at::allclose(attend(25, 0), attend(25, 4)));
   // Window 1: each query head sees only the new token, so it gets its value back.
-  const at::Tensor only_new = attend(25, 1).view({kKvHeads, kHeads / kKvHeads, kHeadDim});
+  const at::Tensor only_new = attend(25, 1).view({kKvHeads, kHeads / kKvHeads, HeadDim()});
   for (int64_t g = 0; g < kHeads / kKvHeads; ++g) {
     // BF16: the value goes through float and back, exactly.
     EXPECT_TRUE(at::allclose(only_new.select(1, g), v[0], 1e-6, 1e-6));
@@ -118,14 +124,14 @@ TEST_P(DecodeAttentionTest, WindowChangesTheResultOnlyPastIt) {
 TEST_P(DecodeAttentionTest, RowIsTheSameBitsAloneAndInAnyBatch) {
   const std::vector<std::vector<int32_t>> tables = {{0, 1, 2}, {3}, {4, 6}, {5, 7}};
   const std::vector<int64_t> positions = {37, 9, 30, 17};
-  const at::Tensor q = Randn({4, kHeads, kHeadDim});
-  const at::Tensor k = Randn({4, kKvHeads, kHeadDim});
-  const at::Tensor v = Randn({4, kKvHeads, kHeadDim});
-  at::Tensor alone = at::empty({4, kHeads * kHeadDim}, q.options());
+  const at::Tensor q = Randn({4, kHeads, HeadDim()});
+  const at::Tensor k = Randn({4, kKvHeads, HeadDim()});
+  const at::Tensor v = Randn({4, kKvHeads, HeadDim()});
+  at::Tensor alone = at::empty({4, kHeads * HeadDim()}, q.options());
   for (int64_t r = 0; r < 4; ++r) {
     DecodeAttention(q, k, v, *pool_, 0, 0, {{r, positions[r], &tables[r]}}, alone, Isa());
   }
-  at::Tensor batch = at::empty({4, kHeads * kHeadDim}, q.options());
+  at::Tensor batch = at::empty({4, kHeads * HeadDim()}, q.options());
   DecodeAttention(q, k, v, *pool_, 0, 0,
                   {{3, positions[3], &tables[3]}, {1, positions[1], &tables[1]},
                    {0, positions[0], &tables[0]}, {2, positions[2], &tables[2]}},
@@ -138,14 +144,14 @@ TEST_P(DecodeAttentionTest, APromptChunksRowsSeeTheKeysOfTheRowsBeforeThem) {
   // key and value is stored before any row attends, so each sees its predecessors' keys.
   const std::vector<int32_t> table = {2, 5, 1};
   const int64_t cached = 10, chunk = 12;
-  const at::Tensor q = Randn({chunk, kHeads, kHeadDim});
-  const at::Tensor k = Randn({chunk, kKvHeads, kHeadDim});
-  const at::Tensor v = Randn({chunk, kKvHeads, kHeadDim});
+  const at::Tensor q = Randn({chunk, kHeads, HeadDim()});
+  const at::Tensor k = Randn({chunk, kKvHeads, HeadDim()});
+  const at::Tensor v = Randn({chunk, kKvHeads, HeadDim()});
   for (int64_t window : {int64_t{0}, int64_t{7}}) {
     SCOPED_TRACE(window);
     std::vector<DecodeRow> rows;
     for (int64_t r = chunk - 1; r >= 0; --r) rows.push_back({r, cached + r, &table});
-    at::Tensor out = at::empty({chunk, kHeads * kHeadDim}, q.options());
+    at::Tensor out = at::empty({chunk, kHeads * HeadDim()}, q.options());
     DecodeAttention(q, k, v, *pool_, 0, window, rows, out, Isa());
     const at::Tensor keys = Gather(pool_->keys(0), table, cached + chunk);
     const at::Tensor values = Gather(pool_->values(0), table, cached + chunk);
@@ -155,7 +161,7 @@ TEST_P(DecodeAttentionTest, APromptChunksRowsSeeTheKeysOfTheRowsBeforeThem) {
     const at::Tensor want = CausalAttention(q.transpose(0, 1).to(at::kFloat), keys.to(at::kFloat),
                                             values.to(at::kFloat), window)
                                 .transpose(0, 1)
-                                .reshape({chunk, kHeads * kHeadDim});
+                                .reshape({chunk, kHeads * HeadDim()});
     const at::Tensor got = out.to(at::kFloat);
     const double tolerance = Bf16() ? 4e-3 : 1e-5;
     EXPECT_TRUE(at::allclose(got, want, tolerance, tolerance))
@@ -169,17 +175,17 @@ TEST_P(DecodeAttentionTest, PlainTensorsGiveThePoolsBitsAndBlocksOutsideThemAreR
   const std::vector<int32_t> pool_table = {6, 3};
   const std::vector<int32_t> scratch_table = {0, 1};
   const int64_t length = 2 * kBlock - 3;
-  const at::Tensor q = Randn({length, kHeads, kHeadDim});
-  const at::Tensor k = Randn({length, kKvHeads, kHeadDim});
-  const at::Tensor v = Randn({length, kKvHeads, kHeadDim});
+  const at::Tensor q = Randn({length, kHeads, HeadDim()});
+  const at::Tensor k = Randn({length, kKvHeads, HeadDim()});
+  const at::Tensor v = Randn({length, kKvHeads, HeadDim()});
   std::vector<DecodeRow> in_pool, in_scratch;
   for (int64_t r = 0; r < length; ++r) {
     in_pool.push_back({r, r, &pool_table});
     in_scratch.push_back({r, r, &scratch_table});
   }
-  at::Tensor from_pool = at::empty({length, kHeads * kHeadDim}, q.options());
+  at::Tensor from_pool = at::empty({length, kHeads * HeadDim()}, q.options());
   DecodeAttention(q, k, v, *pool_, 0, 0, in_pool, from_pool, Isa());
-  at::Tensor keys = at::empty({kKvHeads, 2 * kBlock, kHeadDim}, q.options());
+  at::Tensor keys = at::empty({kKvHeads, 2 * kBlock, HeadDim()}, q.options());
   at::Tensor values = at::empty_like(keys);
   ASSERT_TRUE(RowAttentionApplies(keys, values, q, k, v));
   at::Tensor from_scratch = at::empty_like(from_pool);
@@ -231,12 +237,29 @@ INSTANTIATE_TEST_SUITE_P(IsaAndDtype, DecodeAttentionTest,
                          ::testing::Values(Operands{VectorIsa::kNone, at::kFloat},
                                            Operands{VectorIsa::kAvx2, at::kFloat},
                                            Operands{VectorIsa::kNone, at::kBFloat16},
-                                           Operands{VectorIsa::kAvx2, at::kBFloat16}),
+                                           Operands{VectorIsa::kAvx2, at::kBFloat16},
+                                           // The AVX-512 kernel: one, four and eight vectors a
+                                           // head; 20 is not whole vectors (the AVX2 kernel's).
+                                           Operands{VectorIsa::kAvx512, at::kFloat, 16},
+                                           Operands{VectorIsa::kAvx512, at::kFloat, 64},
+                                           Operands{VectorIsa::kAvx512, at::kFloat, 128},
+                                           Operands{VectorIsa::kAvx512, at::kFloat, kHeadDim},
+                                           Operands{VectorIsa::kAvx512, at::kBFloat16, 64},
+                                           Operands{VectorIsa::kAvx512, at::kBFloat16, 128},
+                                           Operands{VectorIsa::kAvx512, at::kBFloat16, kHeadDim}),
                          [](const ::testing::TestParamInfo<Operands>& info) {
-                           return std::string(info.param.isa == VectorIsa::kNone ? "Plain"
-                                                                                 : "Avx2") +
-                                  (info.param.dtype == at::kBFloat16 ? "Bf16" : "F32");
+                           const VectorIsa isa = info.param.isa;
+                           return std::string(isa == VectorIsa::kNone   ? "Plain"
+                                              : isa == VectorIsa::kAvx2 ? "Avx2"
+                                                                        : "Avx512") +
+                                  (info.param.dtype == at::kBFloat16 ? "Bf16" : "F32") +
+                                  "HeadDim" + std::to_string(info.param.head_dim);
                          });
+
+TEST(DecodeAttention, TheAvx512KernelTakesWholeVectorsUpTo128) {
+  for (int64_t head_dim : {16, 64, 80, 128}) EXPECT_TRUE(Avx512AttendTakes(head_dim)) << head_dim;
+  for (int64_t head_dim : {0, 20, 72, 144, 256}) EXPECT_FALSE(Avx512AttendTakes(head_dim)) << head_dim;
+}
 
 }  // namespace
 }  // namespace placer::model

@@ -1,0 +1,54 @@
+// What decode_attention.cc hands one (row, kv head) task: the operands of a call and where a
+// row's positions lie in the pool. Internal to DecodeAttention and its ISA kernels.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "model/decode_attention.h"
+
+namespace placer::model {
+
+// T: the pool's and q/k/v/out's element type (float or BFloat16). Scores, softmax and the
+// weighted sum of values are float either way; a BF16 row is rounded once, at the end.
+template <typename T>
+struct AttentionOperands {
+  const T* q;
+  const T* k;
+  const T* v;
+  int64_t q_row, k_row, v_row;  // row strides
+  T* key_pool;                  // [kv_heads, pool_positions, head_dim]
+  T* value_pool;
+  int64_t pool_positions;
+  T* out;  // [rows, heads * head_dim]
+  int64_t heads, kv_heads, head_dim;
+  int64_t window;
+  float scale;
+};
+
+// The pool position of a row's sequence position (a ring's table wraps: KvCache).
+inline int64_t SlotOf(const DecodeRow& row, int64_t position) {
+  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
+  const std::vector<int32_t>& blocks = *row.blocks;
+  const auto entries = static_cast<int64_t>(blocks.size());
+  return static_cast<int64_t>(blocks[static_cast<size_t>((position / kBlock) % entries)]) * kBlock +
+         position % kBlock;
+}
+
+// The first position a row attends to (its window's start, or 0).
+inline int64_t FirstSeen(const DecodeRow& row, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, row.position - window + 1) : 0;
+}
+
+// The AVX-512 kernel (decode_attention_avx512.cc) takes head sizes of whole 16-float vectors
+// up to 128: its accumulators live in the 32 vector registers.
+bool Avx512AttendTakes(int64_t head_dim);
+
+// out for `row`'s query heads of `kv_head`'s group, as AttendGroup in decode_attention.cc
+// computes them (scores, softmax, weighted values, in float) with AVX-512F; needs a CPU with
+// AVX-512F and Avx512AttendTakes(op.head_dim).
+template <typename T>
+void AttendGroupAvx512(const AttentionOperands<T>& op, const DecodeRow& row, int64_t kv_head);
+
+}  // namespace placer::model
