@@ -292,16 +292,21 @@ int GenerationEngine::Step(std::vector<std::shared_ptr<Job>>& running) {
       if (job.prefilling()) continue;  // more prompt chunks to come before sampling
     }
     const SampledToken token = job.sampler.Next(rows[i], job.history);
-    std::lock_guard<std::mutex> lock(mutex_);
     const auto& stops = job.request.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), token.id) != stops.end()) {
-      Finish(job, FinishReason::kStop);
-      continue;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (std::find(stops.begin(), stops.end(), token.id) != stops.end()) {
+        Finish(job, FinishReason::kStop);
+        continue;
+      }
+      job.tokens.push_back(token);
+      if (++job.generated >= job.request.max_new_tokens) Finish(job, FinishReason::kLength);
     }
-    job.tokens.push_back(token);
     job.history.push_back(token.id);
+    // After mutex_ is released: woken while the engine still held it, the caller would only go
+    // back to sleep on the mutex, one more wake-up per token on cores the step is using. (Job
+    // lives on in `running`.)
     job.progress.notify_all();
-    if (++job.generated >= job.request.max_new_tokens) Finish(job, FinishReason::kLength);
   }
   return static_cast<int>(steps.size());
 }
