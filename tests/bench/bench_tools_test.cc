@@ -293,6 +293,13 @@ TEST_F(BenchTools, GrpcBenchTimesARealDaemonAndSeesItsTokens) {
   // Stream 0 of variant 0 sends the prompt the in-process decode bench uses.
   const nlohmann::json local = Json(Decode("cpu"));
   EXPECT_EQ(streams["tokens"][0], local["runs"][0]["tokens"]);
+  // --batch 3 steps stream s's prompt as sequence s, all in one batch: the daemon's tokens.
+  const nlohmann::json batched = Json(Decode("cpu", "--batch 3"));
+  EXPECT_EQ(batched["batch"], 3);
+  ASSERT_EQ(batched["runs"].size(), 1u);
+  EXPECT_EQ(batched["runs"][0]["step_seconds"].size(), 5u);
+  EXPECT_EQ(batched["step_seconds"]["count"], 5);
+  EXPECT_EQ(batched["runs"][0]["tokens"], streams["tokens"]);
   const nlohmann::json unary = Json(absl::StrCat(
       PLACER_BENCH_GRPC_PATH, " forward --target ", ports.target(),
       " --vocab 2048 --tokens 4 --iterations 20 --clients 2"));
