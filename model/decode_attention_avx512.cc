@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/bf16_rounding.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -38,15 +39,8 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 Load16(const at:
 __attribute__((target("avx512f"), always_inline)) inline void Store16(__m512 v, float* y) {
   _mm512_storeu_ps(y, v);
 }
-// Rounded as c10::BFloat16(float) rounds: to nearest even on the bits, any NaN to 0x7FC0.
 __attribute__((target("avx512f"), always_inline)) inline void Store16(__m512 v, at::BFloat16* y) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  __m512i rounded = _mm512_srli_epi32(
-      _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-  rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
-                                  _mm512_set1_epi32(0x7FC0));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), _mm512_cvtepi32_epi16(rounded));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), RoundToBf16Bits(v));
 }
 
 // e^x for x <= 0 (a score minus the largest), to ~1 ulp: Cephes' expf polynomial on

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/bf16_rounding.h"
 #include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/spinning_workers.h"
@@ -61,18 +62,6 @@ __attribute__((target("avx512f"))) void RearrangeBlock(const uint16_t* x, int64_
       _mm512_store_si512(xt + whole_pairs * kBlockRows + first, _mm512_load_si512(last));
     }
   }
-}
-
-// 16 floats rounded to BF16 bits as c10::BFloat16(float) does: to nearest even on the bits
-// (denormals kept, unlike vcvtneps2bf16), any NaN to 0x7FC0.
-__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m256i RoundToBf16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  __m512i rounded = _mm512_srli_epi32(
-      _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-  rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
-                                  _mm512_set1_epi32(0x7FC0));
-  return _mm512_cvtepi32_epi16(rounded);
 }
 
 struct Operands {
@@ -130,7 +119,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline voi
     const __m512 b = _mm512_set1_ps(bias != nullptr ? bias[t] : 0.0f);
     for (int j = 0; j < J; ++j) {
       alignas(32) uint16_t lanes[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), RoundToBf16(_mm512_add_ps(acc[t][j], b)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), RoundToBf16Bits(_mm512_add_ps(acc[t][j], b)));
       const int64_t valid = std::min<int64_t>(16, rows - 16 * j);
       for (int64_t l = 0; l < valid; ++l) y[(16 * j + l) * y_stride + t] = lanes[l];
     }

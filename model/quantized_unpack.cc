@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "loader/quantized_layout.h"
+#include "model/bf16_rounding.h"
 
 namespace placer::model {
 namespace {
@@ -44,13 +45,7 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Put16
 
 __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void Put16(uint16_t* out,
                                                                                  __m512 w) {
-  const __m512i bits = _mm512_castps_si512(w);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-  rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(w, w, _CMP_UNORD_Q),
-                                  _mm512_set1_epi32(0x7FC0));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(rounded));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), RoundToBf16Bits(w));
 }
 
 template <typename Out>
