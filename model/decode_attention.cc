@@ -74,16 +74,18 @@ void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t k
   auto axpy = kAvx2 ? AxpyAvx2<T> : AxpyPlain<T>;
   const int64_t d = op.head_dim;
   const int64_t group = op.heads / op.kv_heads;
-  auto slot = [&](int64_t position) { return SlotOf(row, position); };
   const T* keys = op.key_pool + kv_head * op.pool_positions * d;
   const T* values = op.value_pool + kv_head * op.pool_positions * d;
   const int64_t newest = row.position;
 
   const int64_t first = FirstSeen(row, op.window);
   const int64_t seen = newest - first + 1;
+  thread_local std::vector<int64_t> slots;
   thread_local std::vector<float> scores;
   thread_local std::vector<float> queries;
   thread_local std::vector<float> sums;
+  slots.resize(static_cast<size_t>(seen));
+  SlotsOf(row, first, seen, slots.data());
   scores.resize(static_cast<size_t>(group * seen));
   queries.resize(static_cast<size_t>(group * d));
   sums.assign(static_cast<size_t>(group * d), 0.0f);
@@ -93,7 +95,7 @@ void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t k
   }
   // Each key is read once for the whole group.
   for (int64_t j = 0; j < seen; ++j) {
-    const T* key = keys + slot(first + j) * d;
+    const T* key = keys + slots[static_cast<size_t>(j)] * d;
     for (int64_t g = 0; g < group; ++g) {
       scores[static_cast<size_t>(g * seen + j)] = dot(queries.data() + g * d, key, d) * op.scale;
     }
@@ -110,7 +112,7 @@ void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t k
     for (int64_t j = 0; j < seen; ++j) s[j] *= inverse;
   }
   for (int64_t j = 0; j < seen; ++j) {
-    const T* value = values + slot(first + j) * d;
+    const T* value = values + slots[static_cast<size_t>(j)] * d;
     for (int64_t g = 0; g < group; ++g) {
       axpy(sums.data() + g * d, scores[static_cast<size_t>(g * seen + j)], value, d);
     }

@@ -158,7 +158,7 @@ __attribute__((target("avx512f"))) void Attend(const AttentionOperands<T>& op, c
   thread_local std::vector<float> queries;
   thread_local std::vector<float> scores;
   slots.resize(static_cast<size_t>(seen));
-  for (int64_t j = 0; j < seen; ++j) slots[static_cast<size_t>(j)] = SlotOf(row, first + j);
+  SlotsOf(row, first, seen, slots.data());
   queries.resize(static_cast<size_t>(group * d));
   scores.resize(static_cast<size_t>(group * seen));
   const T* group_queries = op.q + row.row * op.q_row + kv_head * group * d;

@@ -36,6 +36,18 @@ inline int64_t SlotOf(const DecodeRow& row, int64_t position) {
          position % kBlock;
 }
 
+// slots[j] = SlotOf(row, first + j) for j < count: one table lookup (and division) per block
+// of positions instead of one per position.
+inline void SlotsOf(const DecodeRow& row, int64_t first, int64_t count, int64_t* slots) {
+  constexpr int64_t kBlock = KvBlockPool::kBlockPositions;
+  int64_t j = 0;
+  for (int64_t position = first; j < count;) {
+    const int64_t base = SlotOf(row, position) - position % kBlock;
+    const int64_t block_end = std::min(count, j + kBlock - position % kBlock);
+    for (; j < block_end; ++j, ++position) slots[j] = base + position % kBlock;
+  }
+}
+
 // The first position a row attends to (its window's start, or 0).
 inline int64_t FirstSeen(const DecodeRow& row, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, row.position - window + 1) : 0;

@@ -256,6 +256,20 @@ INSTANTIATE_TEST_SUITE_P(IsaAndDtype, DecodeAttentionTest,
                                   "HeadDim" + std::to_string(info.param.head_dim);
                          });
 
+TEST(DecodeAttention, SlotsOfARunOfPositionsAreEachPositionsSlotAcrossBlocksAndRings) {
+  // Three blocks holding a window past 48 positions: the table wraps (a ring).
+  const std::vector<int32_t> ring = {5, 2, 7};
+  const DecodeRow row{0, 100, &ring};
+  for (int64_t first : {int64_t{0}, int64_t{13}, int64_t{16}, int64_t{61}}) {
+    const int64_t count = row.position - first + 1;
+    std::vector<int64_t> slots(static_cast<size_t>(count), -1);
+    SlotsOf(row, first, count, slots.data());
+    for (int64_t j = 0; j < count; ++j) {
+      ASSERT_EQ(slots[static_cast<size_t>(j)], SlotOf(row, first + j)) << first << " + " << j;
+    }
+  }
+}
+
 TEST(DecodeAttention, TheAvx512KernelTakesWholeVectorsUpTo128) {
   for (int64_t head_dim : {16, 64, 80, 128}) EXPECT_TRUE(Avx512AttendTakes(head_dim)) << head_dim;
   for (int64_t head_dim : {0, 20, 72, 144, 256}) EXPECT_FALSE(Avx512AttendTakes(head_dim)) << head_dim;
