@@ -181,6 +181,10 @@ void AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, a
 
 }  // namespace
 
+bool RowAttentionTakesAnyLength(int64_t head_dim, VectorIsa isa) {
+  return isa == VectorIsa::kAvx512 && Avx512AttendTakes(head_dim);
+}
+
 bool DecodeAttentionApplies(KvBlockPool& pool, int64_t layer, const at::Tensor& q,
                             const at::Tensor& k, const at::Tensor& v) {
   return RowAttentionApplies(pool.keys(layer), pool.values(layer), q, k, v);

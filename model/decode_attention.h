@@ -55,6 +55,10 @@ void DecodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const std::vector<DecodeRow>& rows, at::Tensor& out,
                      VectorIsa isa = DetectVectorIsa());
 
+// Whether `isa` runs the AVX-512 kernel for heads of `head_dim`: rows of prompts of any length
+// then attend faster through DecodeAttention than through ATen (PromptRowsAttendAsDecodeRows).
+bool RowAttentionTakesAnyLength(int64_t head_dim, VectorIsa isa = DetectVectorIsa());
+
 // The same over keys and values held in plain tensors instead of a pool's layer: `keys` and
 // `values` [kv_heads, positions, head_dim], contiguous, of q's dtype, addressed through each
 // row's block table as a pool's are. A one-off Forward's short prompt goes through it over a

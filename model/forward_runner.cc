@@ -31,9 +31,9 @@ std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, in
   return sequence.cache->Append(layer, k, v);
 }
 
-bool PromptRowsAttendAsDecodeRows(int64_t rows, int64_t end) {
+bool PromptRowsAttendAsDecodeRows(int64_t rows, int64_t end, int64_t head_dim) {
   constexpr int64_t kMostQueryKeyPairs = 256 * 256;
-  return rows * end <= kMostQueryKeyPairs;
+  return RowAttentionTakesAnyLength(head_dim) || rows * end <= kMostQueryKeyPairs;
 }
 
 at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t layer,
@@ -50,7 +50,8 @@ at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t l
     const int64_t length = sequence.length;
     if (sequence.cache != nullptr && DecodeAttentionApplies(sequence.cache->pool(), layer, q, k, v) &&
         (length == 1 || (!sequence.cache->ring() &&
-                         PromptRowsAttendAsDecodeRows(length, sequence.cache->length() + length)))) {
+                         PromptRowsAttendAsDecodeRows(length, sequence.cache->length() + length,
+                                                      head_dim)))) {
       for (int64_t i = 0; i < length; ++i) {
         decode_rows.push_back(
             {sequence.offset + i, sequence.cache->length() + i, &sequence.cache->blocks()});
@@ -58,7 +59,7 @@ at::Tensor AttendSequences(const std::vector<SequenceRows>& sequences, int64_t l
       pool = &sequence.cache->pool();
       continue;
     }
-    if (sequence.cache == nullptr && PromptRowsAttendAsDecodeRows(length, length)) {
+    if (sequence.cache == nullptr && PromptRowsAttendAsDecodeRows(length, length, head_dim)) {
       // A one-off Forward: its keys and values in a scratch buffer of whole blocks, attended
       // row by row as a cached sequence's rows are (the same bits for the same rows).
       constexpr int64_t kBlock = KvBlockPool::kBlockPositions;

@@ -39,10 +39,13 @@ at::ScalarType ComputeScalarType(const ModelRuntime& runtime);
 std::pair<at::Tensor, at::Tensor> KeysAndValues(const SequenceRows& sequence, int64_t layer,
                                                 const at::Tensor& k, const at::Tensor& v);
 
-// Whether a chunk of `rows` new tokens ending at position `end` (exclusive) is short enough for
-// DecodeAttention's per-row loops, whose arithmetic grows as rows x end like a GEMM's but runs
-// at a fraction of its speed (measured in bench/analysis.md).
-bool PromptRowsAttendAsDecodeRows(int64_t rows, int64_t end);
+// Whether a chunk of `rows` new tokens ending at position `end` (exclusive), with heads of
+// `head_dim`, goes through DecodeAttention's per-row loops: always where its AVX-512 kernel
+// takes the heads (it outran ATen's causal attention 2.7x on a 1000-token prompt, and never
+// holds a [heads, rows, end] score matrix), else only short chunks, since the AVX2 loops'
+// arithmetic grows as rows x end like a GEMM's but runs at a fraction of its speed
+// (bench/analysis.md).
+bool PromptRowsAttendAsDecodeRows(int64_t rows, int64_t end, int64_t head_dim);
 
 // Attention of every sequence of a pass in decoder layer `layer` (appending to each one's
 // cache): q [rows, heads, head_dim] and k, v [rows, kv_heads, head_dim], already rotated.

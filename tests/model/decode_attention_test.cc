@@ -273,6 +273,11 @@ TEST(DecodeAttention, SlotsOfARunOfPositionsAreEachPositionsSlotAcrossBlocksAndR
 TEST(DecodeAttention, TheAvx512KernelTakesWholeVectorsUpTo128) {
   for (int64_t head_dim : {16, 64, 80, 128}) EXPECT_TRUE(Avx512AttendTakes(head_dim)) << head_dim;
   for (int64_t head_dim : {0, 20, 72, 144, 256}) EXPECT_FALSE(Avx512AttendTakes(head_dim)) << head_dim;
+  // Prompts of any length attend row by row only where that kernel runs.
+  EXPECT_TRUE(RowAttentionTakesAnyLength(64, VectorIsa::kAvx512));
+  EXPECT_FALSE(RowAttentionTakesAnyLength(20, VectorIsa::kAvx512));
+  EXPECT_FALSE(RowAttentionTakesAnyLength(64, VectorIsa::kAvx2));
+  EXPECT_FALSE(RowAttentionTakesAnyLength(64, VectorIsa::kNone));
 }
 
 }  // namespace
