@@ -73,35 +73,21 @@ void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t k
   auto dot = kAvx2 ? DotAvx2<T> : DotPlain<T>;
   auto axpy = kAvx2 ? AxpyAvx2<T> : AxpyPlain<T>;
   const int64_t d = op.head_dim;
-  const int64_t group = op.heads / op.kv_heads;
-  const T* keys = op.key_pool + kv_head * op.pool_positions * d;
-  const T* values = op.value_pool + kv_head * op.pool_positions * d;
-  const int64_t newest = row.position;
-
-  const int64_t first = FirstSeen(row, op.window);
-  const int64_t seen = newest - first + 1;
-  thread_local std::vector<int64_t> slots;
-  thread_local std::vector<float> scores;
-  thread_local std::vector<float> queries;
+  const GroupTask<T> task = PrepareGroup(op, row, kv_head);
+  const int64_t group = task.group;
+  const int64_t seen = task.seen;
+  float* scores = task.scores;
   thread_local std::vector<float> sums;
-  slots.resize(static_cast<size_t>(seen));
-  SlotsOf(row, first, seen, slots.data());
-  scores.resize(static_cast<size_t>(group * seen));
-  queries.resize(static_cast<size_t>(group * d));
   sums.assign(static_cast<size_t>(group * d), 0.0f);
-  const T* group_queries = op.q + row.row * op.q_row + kv_head * group * d;
-  for (int64_t i = 0; i < group * d; ++i) {
-    queries[static_cast<size_t>(i)] = static_cast<float>(group_queries[i]);
-  }
   // Each key is read once for the whole group.
   for (int64_t j = 0; j < seen; ++j) {
-    const T* key = keys + slots[static_cast<size_t>(j)] * d;
+    const T* key = task.keys + task.slots[j] * d;
     for (int64_t g = 0; g < group; ++g) {
-      scores[static_cast<size_t>(g * seen + j)] = dot(queries.data() + g * d, key, d) * op.scale;
+      scores[g * seen + j] = dot(task.queries + g * d, key, d) * op.scale;
     }
   }
   for (int64_t g = 0; g < group; ++g) {
-    float* s = scores.data() + g * seen;
+    float* s = scores + g * seen;
     const float largest = *std::max_element(s, s + seen);
     float total = 0.0f;
     for (int64_t j = 0; j < seen; ++j) {
@@ -112,13 +98,10 @@ void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t k
     for (int64_t j = 0; j < seen; ++j) s[j] *= inverse;
   }
   for (int64_t j = 0; j < seen; ++j) {
-    const T* value = values + slots[static_cast<size_t>(j)] * d;
-    for (int64_t g = 0; g < group; ++g) {
-      axpy(sums.data() + g * d, scores[static_cast<size_t>(g * seen + j)], value, d);
-    }
+    const T* value = task.values + task.slots[j] * d;
+    for (int64_t g = 0; g < group; ++g) axpy(sums.data() + g * d, scores[g * seen + j], value, d);
   }
-  T* out = op.out + row.row * op.heads * d + kv_head * group * d;
-  for (int64_t i = 0; i < group * d; ++i) out[i] = static_cast<T>(sums[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < group * d; ++i) task.out[i] = static_cast<T>(sums[static_cast<size_t>(i)]);
 }
 
 bool Served(at::ScalarType type) { return type == at::kFloat || type == at::kBFloat16; }

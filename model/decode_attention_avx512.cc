@@ -150,28 +150,11 @@ __attribute__((target("avx512f"))) void Attend(const AttentionOperands<T>& op, c
                                                int64_t kv_head) {
   // Query heads whose value sums fit the registers beside one value row: (H + 1) C <= ~28.
   constexpr int H = std::clamp((28 - C) / C, 1, 8);
-  const int64_t d = op.head_dim;
-  const int64_t group = op.heads / op.kv_heads;
-  const int64_t first = FirstSeen(row, op.window);
-  const int64_t seen = row.position - first + 1;
-  thread_local std::vector<int64_t> slots;
-  thread_local std::vector<float> queries;
-  thread_local std::vector<float> scores;
-  slots.resize(static_cast<size_t>(seen));
-  SlotsOf(row, first, seen, slots.data());
-  queries.resize(static_cast<size_t>(group * d));
-  scores.resize(static_cast<size_t>(group * seen));
-  const T* group_queries = op.q + row.row * op.q_row + kv_head * group * d;
-  for (int64_t i = 0; i < group * d; ++i) {
-    queries[static_cast<size_t>(i)] = static_cast<float>(group_queries[i]);
-  }
-  const T* keys = op.key_pool + kv_head * op.pool_positions * d;
-  const T* values = op.value_pool + kv_head * op.pool_positions * d;
-  Scores<T, C>(op, keys, slots.data(), seen, queries.data(), group, scores.data());
-  T* out = op.out + row.row * op.heads * d + kv_head * group * d;
-  for (int64_t g0 = 0; g0 < group; g0 += H) {
-    WeightedValues<T, C, H>(op, values, slots.data(), seen, scores.data(), g0,
-                            std::min<int64_t>(H, group - g0), out);
+  const GroupTask<T> task = PrepareGroup(op, row, kv_head);
+  Scores<T, C>(op, task.keys, task.slots, task.seen, task.queries, task.group, task.scores);
+  for (int64_t g0 = 0; g0 < task.group; g0 += H) {
+    WeightedValues<T, C, H>(op, task.values, task.slots, task.seen, task.scores, g0,
+                            std::min<int64_t>(H, task.group - g0), task.out);
   }
 }
 

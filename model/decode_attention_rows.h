@@ -53,6 +53,48 @@ inline int64_t FirstSeen(const DecodeRow& row, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, row.position - window + 1) : 0;
 }
 
+// What a (row, kv head) task reads and writes: the row's pool slots from `first` on, the group's
+// queries widened to float, room for each query head's `seen` scores (the buffers are the
+// calling thread's, reused by its next task), the kv head's planes and the group's out row.
+template <typename T>
+struct GroupTask {
+  int64_t first, seen, group;
+  const int64_t* slots;  // [seen]
+  const float* queries;  // [group, head_dim]
+  float* scores;         // [group, seen]
+  const T* keys;
+  const T* values;
+  T* out;  // [group, head_dim]
+};
+
+template <typename T>
+GroupTask<T> PrepareGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t kv_head) {
+  thread_local std::vector<int64_t> slots;
+  thread_local std::vector<float> queries;
+  thread_local std::vector<float> scores;
+  const int64_t d = op.head_dim;
+  const int64_t group = op.heads / op.kv_heads;
+  const int64_t first = FirstSeen(row, op.window);
+  const int64_t seen = row.position - first + 1;
+  slots.resize(static_cast<size_t>(seen));
+  SlotsOf(row, first, seen, slots.data());
+  queries.resize(static_cast<size_t>(group * d));
+  scores.resize(static_cast<size_t>(group * seen));
+  const T* group_queries = op.q + row.row * op.q_row + kv_head * group * d;
+  for (int64_t i = 0; i < group * d; ++i) {
+    queries[static_cast<size_t>(i)] = static_cast<float>(group_queries[i]);
+  }
+  return {first,
+          seen,
+          group,
+          slots.data(),
+          queries.data(),
+          scores.data(),
+          op.key_pool + kv_head * op.pool_positions * d,
+          op.value_pool + kv_head * op.pool_positions * d,
+          op.out + row.row * op.heads * d + kv_head * group * d};
+}
+
 // The AVX-512 kernel (decode_attention_avx512.cc) takes head sizes of whole 16-float vectors
 // up to 128: its accumulators live in the 32 vector registers.
 bool Avx512AttendTakes(int64_t head_dim);
