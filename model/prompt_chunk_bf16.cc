@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/bf16_rounding.h"
+#include "model/column_blocks.h"
 #include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/spinning_workers.h"
@@ -19,8 +20,8 @@
 namespace placer::model {
 namespace {
 
-// Input rows per rearranged block: 4 vectors of 16.
-constexpr int64_t kBlockRows = 64;
+// Input rows per rearranged block (column_blocks.h).
+constexpr int64_t kBlockRows = kColumnBlockRows;
 // Weight rows per unit of parallel work: a multiple of every tile's row count (6, 8, 12, 24).
 constexpr int64_t kWeightRowsPerTask = 48;
 // Past this many rows ATen's GEMM is left the chunk (`placer-bench-model products`,
@@ -32,36 +33,6 @@ inline uint32_t PairAt(const uint16_t* p) {
   uint32_t pair;
   std::memcpy(&pair, p, sizeof(pair));
   return pair;
-}
-
-// Rows [0, rows) of x ([rows, in] BF16 bits) as [pairs][64] pairs, zeros past `rows` (at most
-// 64) and in the second half of an odd `in`'s last pair.
-__attribute__((target("avx512f"))) void RearrangeBlock(const uint16_t* x, int64_t in, int64_t rows,
-                                                        uint32_t* xt) {
-  const int64_t whole_pairs = in / 2;
-  const int64_t pairs = (in + 1) / 2;
-  const __m512i offsets = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int>(in * 2)));
-  for (int64_t first = 0; first < kBlockRows; first += 16) {
-    const int64_t valid = std::clamp<int64_t>(rows - first, 0, 16);
-    if (valid == 0) {
-      for (int64_t p = 0; p < pairs; ++p) _mm512_store_si512(xt + p * kBlockRows + first, _mm512_setzero_si512());
-      continue;
-    }
-    const auto mask = static_cast<__mmask16>(valid == 16 ? 0xFFFF : (1u << valid) - 1);
-    const uint16_t* base = x + first * in;
-    for (int64_t p = 0; p < whole_pairs; ++p) {
-      _mm512_store_si512(xt + p * kBlockRows + first,
-                         _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets, base + 2 * p, 1));
-    }
-    if (pairs > whole_pairs) {
-      // The last input alone: read as 16 bits, so nothing past a row (or the tensor) is read.
-      alignas(64) uint32_t last[16] = {};
-      for (int64_t r = 0; r < valid; ++r) last[r] = base[r * in + in - 1];
-      _mm512_store_si512(xt + whole_pairs * kBlockRows + first, _mm512_load_si512(last));
-    }
-  }
 }
 
 struct Operands {
@@ -199,10 +170,7 @@ at::Tensor Run(const at::Tensor& x, const uint16_t* weight, const DenseBf16Weigh
   at::Tensor rearranged = at::empty({blocks, pairs, kBlockRows}, flat.options().dtype(at::kInt));
   const auto* x_bits = reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>());
   auto* xt = reinterpret_cast<uint32_t*>(rearranged.data_ptr<int32_t>());
-  for (int64_t block = 0; block < blocks; ++block) {
-    RearrangeBlock(x_bits + block * kBlockRows * in, in, std::min(kBlockRows, rows - block * kBlockRows),
-                   xt + block * pairs * kBlockRows);
-  }
+  Bf16RowsToColumnBlocks(x_bits, rows, in, xt);
   const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   const Operands op{xt, weight, dense_rows, bias32.defined() ? bias32.data_ptr<float>() : nullptr,
                     reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()), rows, in, out};

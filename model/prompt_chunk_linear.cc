@@ -11,40 +11,20 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/column_blocks.h"
 #include "model/spinning_workers.h"
 
 namespace placer::model {
 namespace {
 
-// Input rows per transposed block: 4 vectors of 16.
-constexpr int64_t kBlockRows = 64;
+// Input rows per transposed block (column_blocks.h).
+constexpr int64_t kBlockRows = kColumnBlockRows;
 // Weight rows per unit of parallel work: a multiple of every tile's row count (6, 8, 12, 24),
 // and small enough that a thread's rows stay in its L2 from one block of inputs to the next.
 constexpr int64_t kWeightRowsPerTask = 48;
 // Past this many rows sgemm's copy of the weight is spread over enough rows to win
 // (`placer-bench-model products`, bench/analysis.md).
 constexpr int64_t kMostRows = 128;
-
-// The rows [0, rows) of x ([rows, in]) as [in][64], zeros past `rows` (at most 64).
-__attribute__((target("avx512f"))) void TransposeBlock(const float* x, int64_t in, int64_t rows,
-                                                       float* xt) {
-  const __m512i offsets = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int>(in)));
-  for (int64_t first = 0; first < kBlockRows; first += 16) {
-    const int64_t valid = std::clamp<int64_t>(rows - first, 0, 16);
-    if (valid == 0) {
-      for (int64_t k = 0; k < in; ++k) _mm512_store_ps(xt + k * kBlockRows + first, _mm512_setzero_ps());
-      continue;
-    }
-    const auto mask = static_cast<__mmask16>(valid == 16 ? 0xFFFF : (1u << valid) - 1);
-    const float* base = x + first * in;
-    for (int64_t k = 0; k < in; ++k) {
-      _mm512_store_ps(xt + k * kBlockRows + first,
-                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, offsets, base + k, 4));
-    }
-  }
-}
 
 // T weight rows (w, w + in, ...) times the J x 16 input rows of one transposed block, written
 // to y[r * out + t] for the block's first `rows` rows. Each output is a chain of multiply-adds
@@ -150,11 +130,7 @@ at::Tensor Run(const at::Tensor& x, const float* weight, const DenseWeightRows* 
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   // ATen's CPU allocator aligns to 64 bytes: every [in][64] row of the blocks is aligned.
   at::Tensor transposed = at::empty({blocks, in, kBlockRows}, flat.options());
-  for (int64_t block = 0; block < blocks; ++block) {
-    TransposeBlock(flat.data_ptr<float>() + block * kBlockRows * in, in,
-                   std::min(kBlockRows, rows - block * kBlockRows),
-                   transposed.data_ptr<float>() + block * in * kBlockRows);
-  }
+  FloatRowsToColumnBlocks(flat.data_ptr<float>(), rows, in, transposed.data_ptr<float>());
   const Operands op{transposed.data_ptr<float>(), weight, dense_rows,
                     bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
                     rows, in, out};

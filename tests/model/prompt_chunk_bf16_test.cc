@@ -51,10 +51,11 @@ class PromptChunkBf16Test : public ::testing::Test {
 
 TEST_F(PromptChunkBf16Test, MatchesFloat64ForEveryBlockTileRemainderAndOddInput) {
   // Rows: one partial vector, each partial block of 1-4 vectors, whole blocks, a block and a
-  // row; inputs odd and even (the last input paired with zero); outs below, at and past each
-  // tile's 6 / 8 / 12 / 24 rows and a task's 48.
+  // row; inputs odd and even (the last input paired with zero), past a span of 128 pairs (the
+  // rearrangement's tasks); outs below, at and past each tile's 6 / 8 / 12 / 24 rows and a
+  // task's 48.
   for (int64_t rows : {1, 15, 17, 33, 49, 64, 65, 130}) {
-    for (int64_t in : {1, 2, 17, 200}) {
+    for (int64_t in : {1, 2, 17, 200, 301}) {
       for (int64_t out : {1, 5, 7, 25, 49, 100}) {
         for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
           const at::Tensor x = RandomBf16({rows, in});

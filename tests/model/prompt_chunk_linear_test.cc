@@ -28,9 +28,10 @@ class PromptChunkLinearTest : public ::testing::Test {
 
 TEST_F(PromptChunkLinearTest, MatchesFloat64ForEveryBlockAndTileRemainder) {
   // Rows: one partial vector, each partial block of 1-4 vectors, whole blocks, a block and a
-  // row; outs: below, at and past each tile's 6 / 8 / 12 / 24 rows and a task's 48.
+  // row; ins: a partial span of 16 columns, whole ones, spans of 128 (the transposes' tasks)
+  // and a part of one; outs: below, at and past each tile's 6 / 8 / 12 / 24 rows and a task's 48.
   for (int64_t rows : {1, 15, 17, 33, 49, 64, 65, 130}) {
-    for (int64_t in : {1, 16, 17, 200}) {
+    for (int64_t in : {1, 16, 17, 200, 300}) {
       for (int64_t out : {1, 5, 7, 25, 49, 100}) {
         for (bool with_bias : {false, true}) {
           const at::Tensor x = at::randn({rows, in});

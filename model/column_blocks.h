@@ -1,0 +1,26 @@
+// Prompt-chunk inputs as column blocks: the layout both prompt-chunk kernels (float32 in
+// prompt_chunk_linear.cc, BF16 pairs in prompt_chunk_bf16.cc) broadcast weights against.
+//
+// A chunk of `rows` input rows ([rows, in], row-major) becomes ceil(rows / 64) blocks; block b
+// holds rows [64 b, 64 b + 64) as [units][64] 32-bit units: unit u of every row in turn, so that
+// four aligned vector loads give one unit of 64 rows. A unit is one float32, or one pair of
+// consecutive BF16 values (the first in the low half; an odd `in`'s last pair has zero bits in
+// its high half). Rows past `rows` in the last block are zeros. Nothing past a row of x is read.
+#pragma once
+
+#include <cstdint>
+
+namespace placer::model {
+
+// Input rows per column block: 4 vectors of 16.
+inline constexpr int64_t kColumnBlockRows = 64;
+
+// Writes every block of x (float32, [rows, in]) to out ([blocks][in][64] floats, 64-byte
+// aligned), spread over SpinningWorkers. Needs AVX-512F.
+void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out);
+
+// Writes every block of x (BF16 bits, [rows, in]) to out ([blocks][(in + 1) / 2][64] pairs,
+// 64-byte aligned), spread over SpinningWorkers. Needs AVX-512F and AVX-512BW.
+void Bf16RowsToColumnBlocks(const uint16_t* x, int64_t rows, int64_t in, uint32_t* out);
+
+}  // namespace placer::model
