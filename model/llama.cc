@@ -53,9 +53,11 @@ class Llama final : public DecoderOnlyModel {
     // Projections and the MLP see every sequence's rows at once (one read of the weights);
     // attention is per sequence.
     InputGather x(input_orders(), block, RmsNorm(hidden, w[kLlamaInputNorm], config().norm_eps));
-    const at::Tensor q = Linear(x.For(kLlamaQ), w[kLlamaQ], w[kLlamaQBias]);
-    const at::Tensor k = Linear(x.For(kLlamaK), w[kLlamaK], w[kLlamaKBias]);
-    const at::Tensor v = Linear(x.For(kLlamaV), w[kLlamaV], w[kLlamaVBias]);
+    const std::vector<at::Tensor> qkv =
+        Projections(x, w, {kLlamaQ, kLlamaK, kLlamaV}, {kLlamaQBias, kLlamaKBias, kLlamaVBias});
+    const at::Tensor& q = qkv[0];
+    const at::Tensor& k = qkv[1];
+    const at::Tensor& v = qkv[2];
     // Rotary positions for all rows at once (a handful of operations per layer instead of a
     // score per sequence), unless the frequencies depend on each sequence's length.
     at::Tensor q_all = q.view({rows, heads, head_dim});
@@ -93,10 +95,29 @@ class Llama final : public DecoderOnlyModel {
     InputGather attended(input_orders(), block, all.view({rows, heads * head_dim}));
     hidden = hidden + Linear(attended.For(kLlamaO), w[kLlamaO], w[kLlamaOBias]);
     InputGather y(input_orders(), block, RmsNorm(hidden, w[kLlamaPostNorm], config().norm_eps));
-    InputGather gated(input_orders(), block,
-                      SiluTimes(Linear(y.For(kLlamaGate), w[kLlamaGate], w[kLlamaGateBias]),
-                                Linear(y.For(kLlamaUp), w[kLlamaUp], w[kLlamaUpBias])));
+    const std::vector<at::Tensor> gate_up =
+        Projections(y, w, {kLlamaGate, kLlamaUp}, {kLlamaGateBias, kLlamaUpBias});
+    InputGather gated(input_orders(), block, SiluTimes(gate_up[0], gate_up[1]));
     hidden = hidden + Linear(gated.For(kLlamaDown), w[kLlamaDown], w[kLlamaDownBias]);
+  }
+
+  // The projections of one input by the weights in `slots` (+ the biases in `bias_slots`): one
+  // call where every slot sees x in the same order (LinearsOfOneInput), else one Linear each.
+  static std::vector<at::Tensor> Projections(InputGather& x, const runtime::BlockWeights& w,
+                                             const std::vector<size_t>& slots,
+                                             const std::vector<size_t>& bias_slots) {
+    std::vector<at::Tensor> inputs, weights, biases;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      inputs.push_back(x.For(slots[i]));
+      weights.push_back(w[slots[i]]);
+      biases.push_back(w[bias_slots[i]]);
+    }
+    bool shared = true;
+    for (const at::Tensor& input : inputs) shared = shared && input.is_same(inputs[0]);
+    if (shared) return LinearsOfOneInput(inputs[0], weights, biases);
+    std::vector<at::Tensor> ys;
+    for (size_t i = 0; i < slots.size(); ++i) ys.push_back(Linear(inputs[i], weights[i], biases[i]));
+    return ys;
   }
 
   RotaryEmbedding rotary_;

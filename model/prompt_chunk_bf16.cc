@@ -156,14 +156,30 @@ bool BiasApplies(const at::Tensor& bias, int64_t out) {
          bias.dim() == 1 && bias.is_contiguous() && bias.size(0) == out;
 }
 
-at::Tensor Run(const at::Tensor& x, const uint16_t* weight, const DenseBf16WeightRows* dense_rows,
-               int64_t in, int64_t out, const at::Tensor& bias) {
+// One weight of a call: dense BF16 rows at `weight`, or given by `dense_rows`.
+struct Product {
+  const uint16_t* weight;
+  const DenseBf16WeightRows* dense_rows;
+  int64_t out;
+  at::Tensor bias;
+};
+
+// x times every product's weight: the input rearranged once, then every weight's tasks in one
+// parallel loop (as prompt_chunk_linear.cc).
+std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<Product>& products) {
   const at::Tensor flat = x.contiguous().view({-1, in});
   const int64_t rows = flat.size(0);
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = out;
-  at::Tensor y = at::empty({rows, out}, flat.options());
-  if (rows == 0 || out == 0) return y.view(shape);
+  std::vector<at::Tensor> ys;
+  for (const Product& product : products) ys.push_back(at::empty({rows, product.out}, flat.options()));
+  const auto shaped = [&] {
+    for (size_t i = 0; i < ys.size(); ++i) {
+      std::vector<int64_t> shape = x.sizes().vec();
+      shape.back() = products[i].out;
+      ys[i] = ys[i].view(shape);
+    }
+    return ys;
+  };
+  if (rows == 0) return shaped();
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   const int64_t pairs = (in + 1) / 2;
   // ATen's CPU allocator aligns to 64 bytes: every [64] row of pairs is aligned.
@@ -171,18 +187,30 @@ at::Tensor Run(const at::Tensor& x, const uint16_t* weight, const DenseBf16Weigh
   const auto* x_bits = reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>());
   auto* xt = reinterpret_cast<uint32_t*>(rearranged.data_ptr<int32_t>());
   Bf16RowsToColumnBlocks(x_bits, rows, in, xt);
-  const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-  const Operands op{xt, weight, dense_rows, bias32.defined() ? bias32.data_ptr<float>() : nullptr,
-                    reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()), rows, in, out};
-  const int64_t tasks = (out + kWeightRowsPerTask - 1) / kWeightRowsPerTask;
+  std::vector<at::Tensor> biases32;
+  std::vector<Operands> ops;
+  std::vector<int64_t> first_task = {0};  // of each product, then the count of all
+  for (size_t i = 0; i < products.size(); ++i) {
+    const Product& product = products[i];
+    biases32.push_back(product.bias.defined() ? product.bias.to(at::kFloat).contiguous() : at::Tensor());
+    ops.push_back(Operands{xt, product.weight, product.dense_rows,
+                           biases32.back().defined() ? biases32.back().data_ptr<float>() : nullptr,
+                           reinterpret_cast<uint16_t*>(ys[i].data_ptr<at::BFloat16>()), rows, in,
+                           product.out});
+    first_task.push_back(first_task.back() + (product.out + kWeightRowsPerTask - 1) / kWeightRowsPerTask);
+  }
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     // One task at a time: a task's rows are what a thread's buffer holds.
     for (int64_t task = begin; task < end; ++task) {
-      WeightRows(op, task * kWeightRowsPerTask, std::min(out, (task + 1) * kWeightRowsPerTask));
+      const size_t i = static_cast<size_t>(
+          std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1);
+      const int64_t n0 = (task - first_task[i]) * kWeightRowsPerTask;
+      WeightRows(ops[i], n0, std::min(ops[i].out, n0 + kWeightRowsPerTask));
     }
   };
+  const int64_t tasks = first_task.back();
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
-  return y.view(shape);
+  return shaped();
 }
 
 }  // namespace
@@ -201,8 +229,23 @@ bool PromptChunkBf16Takes(int64_t rows) {
 at::Tensor PromptChunkLinearBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearBf16 needs AVX512-BF16");
   TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "PromptChunkLinearBf16: unsupported operands");
-  return Run(x, reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()), nullptr,
-             weight.size(1), weight.size(0), bias);
+  return Run(x, weight.size(1),
+             {Product{reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()), nullptr,
+                      weight.size(0), bias}})[0];
+}
+
+std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                               const std::vector<at::Tensor>& biases) {
+  TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearsBf16 needs AVX512-BF16");
+  TORCH_CHECK(weights.size() == biases.size(), "PromptChunkLinearsBf16: one bias (or none) per weight");
+  std::vector<Product> products;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK(SmallBatchBf16Applies(x, weights[i], biases[i]),
+                "PromptChunkLinearsBf16: unsupported operands for weight ", i);
+    products.push_back(Product{reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()),
+                               nullptr, weights[i].size(0), biases[i]});
+  }
+  return Run(x, x.size(-1), products);
 }
 
 at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
@@ -211,7 +254,7 @@ at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && x.layout() == at::kStrided &&
                   x.dim() >= 1 && x.size(-1) > 0 && out >= 0 && BiasApplies(bias, out),
               "PromptChunkLinearBf16: unsupported operands");
-  return Run(x, nullptr, &dense_rows, x.size(-1), out, bias);
+  return Run(x, x.size(-1), {Product{nullptr, &dense_rows, out, bias}})[0];
 }
 
 }  // namespace placer::model

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace placer::model {
 
@@ -38,6 +39,12 @@ bool PromptChunkBf16Takes(int64_t rows);
 // x @ weight^T + bias in BF16. Requires PromptChunkBf16Runs() and SmallBatchBf16Applies(x,
 // weight, bias); any number of rows.
 at::Tensor PromptChunkLinearBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// x times each weight (+ its bias, or none where undefined) in one call: x rearranged once and
+// every weight's rows in one parallel loop. Each result is bit for bit PromptChunkLinearBf16(x,
+// weights[i], biases[i]). Requires what PromptChunkLinearBf16 does of every pair.
+std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                               const std::vector<at::Tensor>& biases);
 
 // Writes weight rows [first, first + count) as dense BF16 bits to out ([count, in], contiguous).
 using DenseBf16WeightRows = std::function<void(int64_t first, int64_t count, uint16_t* out)>;

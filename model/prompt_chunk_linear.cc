@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "model/column_blocks.h"
@@ -27,12 +28,12 @@ constexpr int64_t kWeightRowsPerTask = 48;
 constexpr int64_t kMostRows = 128;
 
 // T weight rows (w, w + in, ...) times the J x 16 input rows of one transposed block, written
-// to y[r * out + t] for the block's first `rows` rows. Each output is a chain of multiply-adds
+// to y[r * y_stride + t] for the block's first `rows` rows. Each output is a chain of multiply-adds
 // over k = 0 .. in-1 from zero, then + bias: the same arithmetic whatever J and T are.
 template <int J, int T>
 __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* xt,
                                                                     const float* w, int64_t in,
-                                                                    int64_t out, int64_t rows,
+                                                                    int64_t y_stride, int64_t rows,
                                                                     const float* bias, float* y,
                                                                     const float* next) {
   __m512 acc[T][J];
@@ -64,7 +65,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
       alignas(64) float lanes[16];
       _mm512_store_ps(lanes, acc[t][j]);
       const int64_t valid = std::min<int64_t>(16, rows - 16 * j);
-      for (int64_t l = 0; l < valid; ++l) y[(16 * j + l) * out + t] = lanes[l] + b;
+      for (int64_t l = 0; l < valid; ++l) y[(16 * j + l) * y_stride + t] = lanes[l] + b;
     }
   }
 }
@@ -87,17 +88,27 @@ __attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& o
   constexpr int T = 24 / J;
   const float* xt = op.xt + block * op.in * kBlockRows;
   const int64_t rows = std::min(kBlockRows, op.rows - block * kBlockRows);
-  float* y = op.y + block * kBlockRows * op.out;
+  // The tiles write the task's outputs here, [rows][kWeightRowsPerTask], then each row goes to
+  // y at once: written straight into y, a tile's 64 rows of outputs, y's row length apart (4
+  // KiB or a multiple for 1024 outputs and more), fall in one L1 set and evict each other on
+  // every tile (as in prompt_chunk_bf16.cc).
+  alignas(64) float outputs[kBlockRows * kWeightRowsPerTask];
   const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
   int64_t n = n0;
   // (The last tile's "next" starts at its own last row and runs past the task's rows, harmless:
   // a prefetch never faults.)
   const auto next = [&](int64_t n_next) { return w + (std::min(n_next, n1 - 1) - n0) * op.in; };
   for (; n + T <= n1; n += T) {
-    Tile<J, T>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n, next(n + T));
+    Tile<J, T>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
+               outputs + (n - n0), next(n + T));
   }
   for (; n < n1; ++n) {
-    Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, op.out, rows, bias(n), y + n, next(n + 1));
+    Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
+               outputs + (n - n0), next(n + 1));
+  }
+  float* y = op.y + block * kBlockRows * op.out + n0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(y + r * op.out, outputs + r * kWeightRowsPerTask, sizeof(float) * (n1 - n0));
   }
 }
 
@@ -122,27 +133,51 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
   }
 }
 
-at::Tensor Run(const at::Tensor& x, const float* weight, const DenseWeightRows* dense_rows,
-               int64_t in, int64_t out, const at::Tensor& bias) {
-  auto [flat, y, shape] = RowsOf(x, in, out);
+// One weight of a call: dense float32 rows at `weight`, or given by `dense_rows`.
+struct Product {
+  const float* weight;
+  const DenseWeightRows* dense_rows;
+  int64_t out;
+  at::Tensor bias;
+};
+
+// x times every product's weight: the input rearranged once, then every weight's tasks in one
+// parallel loop (a layer's q, k and v wait for one another once, not three times).
+std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<Product>& products) {
+  std::vector<at::Tensor> ys;
+  at::Tensor flat;
+  for (const Product& product : products) {
+    auto [rows_of_x, y, shape] = RowsOf(x, in, product.out);
+    if (!flat.defined()) flat = rows_of_x;
+    ys.push_back(y.view(shape));
+  }
   const int64_t rows = flat.size(0);
-  if (rows == 0 || out == 0) return y.view(shape);
+  if (rows == 0) return ys;
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   // ATen's CPU allocator aligns to 64 bytes: every [in][64] row of the blocks is aligned.
   at::Tensor transposed = at::empty({blocks, in, kBlockRows}, flat.options());
   FloatRowsToColumnBlocks(flat.data_ptr<float>(), rows, in, transposed.data_ptr<float>());
-  const Operands op{transposed.data_ptr<float>(), weight, dense_rows,
-                    bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
-                    rows, in, out};
-  const int64_t tasks = (out + kWeightRowsPerTask - 1) / kWeightRowsPerTask;
+  std::vector<Operands> ops;
+  std::vector<int64_t> first_task = {0};  // of each product, then the count of all
+  for (size_t i = 0; i < products.size(); ++i) {
+    const Product& product = products[i];
+    ops.push_back(Operands{transposed.data_ptr<float>(), product.weight, product.dense_rows,
+                           product.bias.defined() ? product.bias.data_ptr<float>() : nullptr,
+                           ys[i].data_ptr<float>(), rows, in, product.out});
+    first_task.push_back(first_task.back() + (product.out + kWeightRowsPerTask - 1) / kWeightRowsPerTask);
+  }
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     // One task at a time: a task's rows are what a thread's buffer holds.
     for (int64_t task = begin; task < end; ++task) {
-      WeightRows(op, task * kWeightRowsPerTask, std::min(out, (task + 1) * kWeightRowsPerTask));
+      const size_t i = static_cast<size_t>(
+          std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1);
+      const int64_t n0 = (task - first_task[i]) * kWeightRowsPerTask;
+      WeightRows(ops[i], n0, std::min(ops[i].out, n0 + kWeightRowsPerTask));
     }
   };
+  const int64_t tasks = first_task.back();
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
-  return y.view(shape);
+  return ys;
 }
 
 }  // namespace
@@ -157,7 +192,20 @@ bool PromptChunkLinearTakes(int64_t rows) {
 at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
   TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "PromptChunkLinear: unsupported operands");
-  return Run(x, weight.data_ptr<float>(), nullptr, weight.size(1), weight.size(0), bias);
+  return Run(x, weight.size(1), {Product{weight.data_ptr<float>(), nullptr, weight.size(0), bias}})[0];
+}
+
+std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                           const std::vector<at::Tensor>& biases) {
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinears needs AVX-512");
+  TORCH_CHECK(weights.size() == biases.size(), "PromptChunkLinears: one bias (or none) per weight");
+  std::vector<Product> products;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK(SmallBatchLinearApplies(x, weights[i], biases[i]),
+                "PromptChunkLinears: unsupported operands for weight ", i);
+    products.push_back(Product{weights[i].data_ptr<float>(), nullptr, weights[i].size(0), biases[i]});
+  }
+  return Run(x, x.size(-1), products);
 }
 
 at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeightRows& dense_rows,
@@ -170,7 +218,7 @@ at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeight
                   (!bias.defined() || (cpu_float(bias) && bias.dim() == 1 &&
                                        bias.is_contiguous() && bias.size(0) == out)),
               "PromptChunkLinear: unsupported operands");
-  return Run(x, nullptr, &dense_rows, x.size(-1), out, bias);
+  return Run(x, x.size(-1), {Product{nullptr, &dense_rows, out, bias}})[0];
 }
 
 }  // namespace placer::model

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "model/small_batch_linear.h"
 
@@ -35,6 +36,13 @@ bool PromptChunkLinearTakes(int64_t rows);
 // x @ weight^T + bias. Requires PromptChunkLinearRuns() and SmallBatchLinearApplies(x, weight,
 // bias) (weight [out, in]); any number of rows. Threads: SpinningWorkers, as SmallBatchLinear.
 at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// x times each weight (+ its bias, or none where undefined) in one call: x rearranged once and
+// every weight's rows in one parallel loop, so a layer's q, k and v (gate and up) wait for each
+// other once. Each result is bit for bit PromptChunkLinear(x, weights[i], biases[i]). Requires
+// what PromptChunkLinear does of every pair.
+std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                           const std::vector<at::Tensor>& biases);
 
 // Writes weight rows [first, first + count) as dense float32 to out ([count, in], contiguous).
 using DenseWeightRows = std::function<void(int64_t first, int64_t count, float* out)>;

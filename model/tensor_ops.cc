@@ -100,6 +100,38 @@ at::Tensor EmbeddingRows(const at::Tensor& table, const at::Tensor& tokens, at::
   return values.view(shape);
 }
 
+std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                          const std::vector<at::Tensor>& biases) {
+  TORCH_CHECK(weights.size() == biases.size(), "LinearsOfOneInput: one bias (or none) per weight");
+  const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
+  const int64_t rows = in > 0 ? x.numel() / in : 0;
+  // The choices Linear makes for each pair, in its order: the prompt-chunk kernels only where
+  // Linear would call them for every weight.
+  bool plain = !weights.empty();
+  for (const at::Tensor& weight : weights) {
+    plain = plain && !loader::IsPackedWeight(weight) && !IsBf16TileWeight(weight);
+  }
+  const auto all = [&](const auto& applies) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (!applies(weights[i], biases[i])) return false;
+    }
+    return true;
+  };
+  if (plain && PromptChunkBf16Takes(rows) &&
+      all([&](const at::Tensor& w, const at::Tensor& b) { return SmallBatchBf16Applies(x, w, b); })) {
+    return PromptChunkLinearsBf16(x, weights, biases);
+  }
+  if (plain && PromptChunkLinearTakes(rows) &&
+      all([&](const at::Tensor& w, const at::Tensor& b) {
+        return !SmallBatchBf16Applies(x, w, b) && SmallBatchLinearApplies(x, w, b);
+      })) {
+    return PromptChunkLinears(x, weights, biases);
+  }
+  std::vector<at::Tensor> ys;
+  for (size_t i = 0; i < weights.size(); ++i) ys.push_back(Linear(x, weights[i], biases[i]));
+  return ys;
+}
+
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <vector>
+
 namespace placer::model {
 
 // Llama's RMSNorm: computed in float32, then scaled by the weight.
@@ -12,6 +14,13 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // x @ weight^T (+ bias): weight stored [out, in] as nn.Linear stores it, or packed
 // (loader/quantized_weight.h: model/quantized_linear.h multiplies it).
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
+
+// x times each weight (+ its bias; undefined for none): the projections of one input (a layer's
+// q, k and v; gate and up). Where the prompt-chunk kernels take every pair, one call of them
+// (x rearranged once, one parallel loop over every weight); else Linear of each. Either way
+// result i is Linear(x, weights[i], biases[i]) bit for bit.
+std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                          const std::vector<at::Tensor>& biases);
 
 // Rows `tokens` (int64) of an embedding table in `dtype`: at::embedding of a table in the
 // compute dtype, or the rows of a packed table (a tied lm_head under --quantize-lm-head)

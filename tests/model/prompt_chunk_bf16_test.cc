@@ -173,5 +173,35 @@ TEST_F(PromptChunkBf16Test, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit
   }
 }
 
+TEST_F(PromptChunkBf16Test, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
+  // Unequal heights (below a task's 48 rows, past two tasks, none), BF16 and float32 biases,
+  // an odd input width; rows in one block and past it.
+  for (int64_t rows : {33, 64, 100}) {
+    const at::Tensor x = RandomBf16({rows, 41});
+    const std::vector<at::Tensor> weights = {RandomBf16({7, 41}), RandomBf16({100, 41}),
+                                             RandomBf16({0, 41}), RandomBf16({48, 41})};
+    const std::vector<at::Tensor> biases = {RandomBf16({7}), at::Tensor(), at::Tensor(), at::randn({48})};
+    const std::vector<at::Tensor> ys = PromptChunkLinearsBf16(x, weights, biases);
+    ASSERT_EQ(ys.size(), weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(ys[i], PromptChunkLinearBf16(x, weights[i], biases[i])))
+          << "weight " << i << ", " << rows << " rows";
+    }
+  }
+}
+
+TEST_F(PromptChunkBf16Test, LinearsOfOneInputEqualLinearOfEachAtEveryRowCount) {
+  for (int64_t rows : {int64_t{1}, SmallBatchBf16MaxRows(Bf16Isa::kAvx512Bf16) + 1, int64_t{128},
+                       int64_t{129}}) {
+    const at::Tensor x = RandomBf16({rows, 64});
+    const std::vector<at::Tensor> weights = {RandomBf16({96, 64}), RandomBf16({32, 64})};
+    const std::vector<at::Tensor> biases = {at::Tensor(), RandomBf16({32})};
+    const std::vector<at::Tensor> ys = LinearsOfOneInput(x, weights, biases);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(ys[i], Linear(x, weights[i], biases[i]))) << "weight " << i << ", " << rows << " rows";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace placer::model

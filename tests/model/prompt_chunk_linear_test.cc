@@ -126,5 +126,45 @@ TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLim
   ExpectMatchesFloat64(Linear(x, w, b), x, w, b, "129 rows");
 }
 
+TEST_F(PromptChunkLinearTest, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
+  // q, k and v of unequal heights (one below a task's 48 rows, one past two tasks), biases on
+  // some; a weight with no rows; rows in one block and past it.
+  for (int64_t rows : {33, 64, 100}) {
+    const at::Tensor x = at::randn({rows, 40});
+    const std::vector<at::Tensor> weights = {at::randn({7, 40}), at::randn({100, 40}), at::randn({0, 40}),
+                                             at::randn({48, 40})};
+    const std::vector<at::Tensor> biases = {at::randn({7}), at::Tensor(), at::Tensor(), at::randn({48})};
+    const std::vector<at::Tensor> ys = PromptChunkLinears(x, weights, biases);
+    ASSERT_EQ(ys.size(), weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(ys[i], PromptChunkLinear(x, weights[i], biases[i])))
+          << "weight " << i << ", " << rows << " rows";
+      EXPECT_TRUE(at::equal(ys[i], Linear(x, weights[i], biases[i]))) << "weight " << i << ", " << rows << " rows";
+    }
+  }
+  // The operands are checked one by one, naming the weight.
+  try {
+    PromptChunkLinears(at::randn({64, 40}), {at::randn({8, 40}), at::randn({8, 41})}, {{}, {}});
+    ADD_FAILURE() << "a weight of another width was taken";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PromptChunkLinearTest, LinearsOfOneInputEqualLinearOfEachAtEveryRowCount) {
+  // Row counts of the few-row kernels, of this kernel and past it (sgemm): the same bits as
+  // Linear of each pair, whichever path the count takes.
+  for (int64_t rows : {int64_t{1}, int64_t{8}, SmallBatchLinearMaxRows(VectorIsa::kAvx512) + 1,
+                       int64_t{128}, int64_t{129}}) {
+    const at::Tensor x = at::randn({rows, 64});
+    const std::vector<at::Tensor> weights = {at::randn({96, 64}), at::randn({32, 64})};
+    const std::vector<at::Tensor> biases = {at::Tensor(), at::randn({32})};
+    const std::vector<at::Tensor> ys = LinearsOfOneInput(x, weights, biases);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(ys[i], Linear(x, weights[i], biases[i]))) << "weight " << i << ", " << rows << " rows";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace placer::model
