@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -307,50 +308,85 @@ bool SmallBatchBf16Applies(const at::Tensor& x, const at::Tensor& weight, const 
   return true;
 }
 
-at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
-                                const at::Tensor& bias, Bf16Isa isa) {
+std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                              const std::vector<at::Tensor>& biases, Bf16Isa isa) {
   TORCH_CHECK(isa != Bf16Isa::kNone && Runs(isa), "SmallBatchLinearBf16: this CPU cannot run ",
               Bf16IsaName(isa));
-  TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "SmallBatchLinearBf16: unsupported operands");
-  const int64_t in = weight.size(1);
-  const int64_t out = weight.size(0);
+  TORCH_CHECK(weights.size() == biases.size(), "SmallBatchLinearsBf16: one bias (or none) per weight");
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK(SmallBatchBf16Applies(x, weights[i], biases[i]),
+                "SmallBatchLinearBf16: unsupported operands for weight ", i);
+  }
+  const int64_t in = x.size(-1);
   const at::Tensor flat = x.is_contiguous() ? x : x.contiguous();
   const int64_t rows = flat.numel() / in;
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = out;
-  at::Tensor y = at::empty(shape, flat.options());
-  if (rows == 0 || out == 0) return y;
-  // The float32 sums and a BF16 bias widened, in buffers reused per thread: decode steps call
+  std::vector<at::Tensor> ys;
+  // The float32 sums and BF16 biases widened, in buffers reused per thread: decode steps call
   // this for every projection, where ATen's conversions (a dispatch and a fresh tensor each)
   // cost more than these loops.
   thread_local std::vector<float> sums, bias_buffer;
-  sums.resize(static_cast<size_t>(rows * out));
-  const float* bias32 = nullptr;
-  if (bias.defined() && bias.scalar_type() == at::kFloat) {
-    bias32 = bias.data_ptr<float>();
-  } else if (bias.defined()) {
-    bias_buffer.resize(static_cast<size_t>(out));
-    const at::BFloat16* values = bias.data_ptr<at::BFloat16>();
-    for (int64_t n = 0; n < out; ++n) bias_buffer[static_cast<size_t>(n)] = static_cast<float>(values[n]);
-    bias32 = bias_buffer.data();
+  std::vector<size_t> sums_at, bias_at;  // each weight's offsets in them (SIZE_MAX: a float32 bias)
+  size_t sum_count = 0, bias_count = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const int64_t out = weights[i].size(0);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = out;
+    ys.push_back(at::empty(shape, flat.options()));
+    sums_at.push_back(sum_count);
+    sum_count += static_cast<size_t>(rows * out);
+    const bool widened = biases[i].defined() && biases[i].scalar_type() != at::kFloat;
+    bias_at.push_back(widened ? bias_count : SIZE_MAX);
+    if (widened) bias_count += static_cast<size_t>(out);
   }
-  const Bf16Operands op{reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>()),
-                        reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()),
-                        bias32, sums.data(), rows, in, out};
-  // Tasks split the outputs at tile boundaries, so every output is computed the same way
-  // whatever the thread count.
-  const int64_t tasks = (out + kOutputsPerTask - 1) / kOutputsPerTask;
+  if (rows == 0) return ys;
+  sums.resize(sum_count);
+  bias_buffer.resize(bias_count);
+  std::vector<Bf16Operands> ops;
+  std::vector<int64_t> first_task = {0};  // of each weight, then the count of all
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const int64_t out = weights[i].size(0);
+    const float* bias32 = nullptr;
+    if (bias_at[i] != SIZE_MAX) {
+      const at::BFloat16* values = biases[i].data_ptr<at::BFloat16>();
+      float* widened = bias_buffer.data() + bias_at[i];
+      for (int64_t n = 0; n < out; ++n) widened[n] = static_cast<float>(values[n]);
+      bias32 = widened;
+    } else if (biases[i].defined()) {
+      bias32 = biases[i].data_ptr<float>();
+    }
+    ops.push_back(Bf16Operands{reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>()),
+                               reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()),
+                               bias32, sums.data() + sums_at[i], rows, in, out});
+    first_task.push_back(first_task.back() + (out + kOutputsPerTask - 1) / kOutputsPerTask);
+  }
+  // Tasks split each weight's outputs at tile boundaries, so every output is computed the same
+  // way whatever the thread count and whichever weights share the call; a chunk of tasks is
+  // one run through the rows of each weight it touches.
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    WeightRows(isa, op, begin * kOutputsPerTask, std::min(out, end * kOutputsPerTask));
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const int64_t first = std::max(begin, first_task[i]), last = std::min(end, first_task[i + 1]);
+      if (first >= last) continue;
+      WeightRows(isa, ops[i], (first - first_task[i]) * kOutputsPerTask,
+                 std::min(ops[i].out, (last - first_task[i]) * kOutputsPerTask));
+    }
   };
+  const int64_t tasks = first_task.back();
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
   // One rounding to BF16 (to nearest even, as ATen's conversion), after the float32 sum and bias.
-  at::BFloat16* values = y.data_ptr<at::BFloat16>();
-  for (int64_t i = 0; i < rows * out; ++i) values[i] = at::BFloat16(sums[static_cast<size_t>(i)]);
+  for (size_t i = 0; i < ys.size(); ++i) {
+    at::BFloat16* values = ys[i].data_ptr<at::BFloat16>();
+    const float* sum = sums.data() + sums_at[i];
+    for (int64_t j = 0; j < rows * ops[i].out; ++j) values[j] = at::BFloat16(sum[j]);
+  }
   // Kept for the next decode step unless a large call grew it (4 MiB each at most).
   constexpr size_t kKeptFloats = size_t{1} << 20;
   if (sums.capacity() > kKeptFloats) std::vector<float>().swap(sums);
-  return y;
+  return ys;
+}
+
+at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor& bias, Bf16Isa isa) {
+  return SmallBatchLinearsBf16(x, {weight}, {bias}, isa)[0];
 }
 
 }  // namespace placer::model

@@ -40,4 +40,10 @@ bool SmallBatchBf16Applies(const at::Tensor& x, const at::Tensor& weight, const 
 at::Tensor SmallBatchLinearBf16(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias, Bf16Isa isa);
 
+// x times each weight (+ its bias, or none where undefined) in one parallel loop over every
+// weight's outputs (a decode step's q, k and v: one wait for the slowest thread, not three).
+// Result i is bit for bit SmallBatchLinearBf16(x, weights[i], biases[i], isa).
+std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                              const std::vector<at::Tensor>& biases, Bf16Isa isa);
+
 }  // namespace placer::model

@@ -90,36 +90,58 @@ bool SmallBatchLinearApplies(const at::Tensor& x, const at::Tensor& weight, cons
   return true;
 }
 
-at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                            VectorIsa isa, WeightLayout layout) {
+std::vector<at::Tensor> SmallBatchLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                          const std::vector<at::Tensor>& biases, VectorIsa isa,
+                                          WeightLayout layout) {
   TORCH_CHECK(isa != VectorIsa::kNone, "SmallBatchLinear needs AVX2 or AVX-512");
-  TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias, layout),
-              "SmallBatchLinear: unsupported operands");
-  const int64_t in = weight.size(layout == WeightLayout::kOutIn ? 1 : 0);
-  const int64_t out = weight.size(layout == WeightLayout::kOutIn ? 0 : 1);
-  auto [flat, y, shape] = RowsOf(x, in, out);
-  const int64_t rows = flat.size(0);
-  if (rows == 0 || out == 0) return y.view(shape);
-  const Operands op{flat.data_ptr<float>(), weight.data_ptr<float>(),
-                    bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
-                    rows, in, out};
-  // Tasks split the outputs at tile boundaries, so every output is computed the same way
-  // whatever the thread count.
-  const int64_t tasks = (out + kOutputsPerTask - 1) / kOutputsPerTask;
+  TORCH_CHECK(weights.size() == biases.size(), "SmallBatchLinears: one bias (or none) per weight");
+  std::vector<at::Tensor> ys;
+  std::vector<Operands> ops;
+  std::vector<int64_t> first_task = {0};  // of each weight, then the count of all
+  at::Tensor flat;
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK(SmallBatchLinearApplies(x, weights[i], biases[i], layout),
+                "SmallBatchLinear: unsupported operands for weight ", i);
+    const int64_t in = weights[i].size(layout == WeightLayout::kOutIn ? 1 : 0);
+    const int64_t out = weights[i].size(layout == WeightLayout::kOutIn ? 0 : 1);
+    auto [rows_of_x, y, shape] = RowsOf(x, in, out);
+    if (!flat.defined()) flat = rows_of_x;
+    ys.push_back(y);
+    shapes.push_back(shape);
+    ops.push_back(Operands{flat.data_ptr<float>(), weights[i].data_ptr<float>(),
+                           biases[i].defined() ? biases[i].data_ptr<float>() : nullptr,
+                           y.data_ptr<float>(), flat.size(0), in, out});
+    first_task.push_back(first_task.back() + (out + kOutputsPerTask - 1) / kOutputsPerTask);
+  }
+  // Tasks split each weight's outputs at tile boundaries, so every output is computed the same
+  // way whatever the thread count and whichever weights share the call; a chunk of tasks is
+  // one run through the rows of each weight it touches.
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    const int64_t n0 = begin * kOutputsPerTask;
-    const int64_t n1 = std::min(out, end * kOutputsPerTask);
-    if (layout == WeightLayout::kOutIn) {
-      OutInWeightRows(isa, op, n0, n1);
-    } else {
-      InOutWeightColumns(isa, op, n0, n1);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const int64_t first = std::max(begin, first_task[i]), last = std::min(end, first_task[i + 1]);
+      if (first >= last) continue;
+      const int64_t n0 = (first - first_task[i]) * kOutputsPerTask;
+      const int64_t n1 = std::min(ops[i].out, (last - first_task[i]) * kOutputsPerTask);
+      if (layout == WeightLayout::kOutIn) {
+        OutInWeightRows(isa, ops[i], n0, n1);
+      } else {
+        InOutWeightColumns(isa, ops[i], n0, n1);
+      }
     }
   };
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) {
+  const int64_t tasks = flat.defined() && flat.size(0) > 0 ? first_task.back() : 0;
+  if (tasks > 0 && !SpinningWorkers::Shared().TryRun(tasks, run)) {
     // Another thread (a unary Forward beside the engine) holds the helpers: ATen's pool.
     at::parallel_for(0, tasks, 1, run);
   }
-  return y.view(shape);
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = ys[i].view(shapes[i]);
+  return ys;
+}
+
+at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            VectorIsa isa, WeightLayout layout) {
+  return SmallBatchLinears(x, {weight}, {bias}, isa, layout)[0];
 }
 
 }  // namespace placer::model

@@ -59,4 +59,11 @@ RowsProduct RowsOf(const at::Tensor& x, int64_t in, int64_t out);
 at::Tensor SmallBatchLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             VectorIsa isa, WeightLayout layout = WeightLayout::kOutIn);
 
+// x times each weight (+ its bias, or none where undefined) in one parallel loop over every
+// weight's outputs (a decode step's q, k and v: one wait for the slowest thread, not three).
+// Result i is bit for bit SmallBatchLinear(x, weights[i], biases[i], isa, layout).
+std::vector<at::Tensor> SmallBatchLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                          const std::vector<at::Tensor>& biases, VectorIsa isa,
+                                          WeightLayout layout = WeightLayout::kOutIn);
+
 }  // namespace placer::model

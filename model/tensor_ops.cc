@@ -105,8 +105,8 @@ std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector
   TORCH_CHECK(weights.size() == biases.size(), "LinearsOfOneInput: one bias (or none) per weight");
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;
-  // The choices Linear makes for each pair, in its order: the prompt-chunk kernels only where
-  // Linear would call them for every weight.
+  // The choices Linear makes for each pair, in its order: the few-row and prompt-chunk kernels
+  // only where Linear would call the same one for every weight.
   bool plain = !weights.empty();
   for (const at::Tensor& weight : weights) {
     plain = plain && !loader::IsPackedWeight(weight) && !IsBf16TileWeight(weight);
@@ -117,16 +117,22 @@ std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector
     }
     return true;
   };
-  if (plain && PromptChunkBf16Takes(rows) &&
-      all([&](const at::Tensor& w, const at::Tensor& b) { return SmallBatchBf16Applies(x, w, b); })) {
-    return PromptChunkLinearsBf16(x, weights, biases);
+  const bool bf16 = plain && all([&](const at::Tensor& w, const at::Tensor& b) {
+    return SmallBatchBf16Applies(x, w, b);
+  });
+  const Bf16Isa bf16_isa = DetectBf16Isa();
+  if (bf16 && rows >= 1 && rows <= SmallBatchBf16MaxRows(bf16_isa)) {
+    return SmallBatchLinearsBf16(x, weights, biases, bf16_isa);
   }
-  if (plain && PromptChunkLinearTakes(rows) &&
-      all([&](const at::Tensor& w, const at::Tensor& b) {
-        return !SmallBatchBf16Applies(x, w, b) && SmallBatchLinearApplies(x, w, b);
-      })) {
-    return PromptChunkLinears(x, weights, biases);
+  if (bf16 && PromptChunkBf16Takes(rows)) return PromptChunkLinearsBf16(x, weights, biases);
+  const bool f32 = plain && all([&](const at::Tensor& w, const at::Tensor& b) {
+    return !SmallBatchBf16Applies(x, w, b) && SmallBatchLinearApplies(x, w, b);
+  });
+  const VectorIsa isa = DetectVectorIsa();
+  if (f32 && rows >= 1 && rows <= SmallBatchLinearMaxRows(isa)) {
+    return SmallBatchLinears(x, weights, biases, isa);
   }
+  if (f32 && PromptChunkLinearTakes(rows)) return PromptChunkLinears(x, weights, biases);
   std::vector<at::Tensor> ys;
   for (size_t i = 0; i < weights.size(); ++i) ys.push_back(Linear(x, weights[i], biases[i]));
   return ys;

@@ -16,9 +16,9 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 
 // x times each weight (+ its bias; undefined for none): the projections of one input (a layer's
-// q, k and v; gate and up). Where the prompt-chunk kernels take every pair, one call of them
-// (x rearranged once, one parallel loop over every weight); else Linear of each. Either way
-// result i is Linear(x, weights[i], biases[i]) bit for bit.
+// q, k and v; gate and up). Where one few-row or prompt-chunk kernel takes every pair, one call
+// of it (one parallel loop over every weight; prompt chunks rearranged once); else Linear of
+// each. Either way result i is Linear(x, weights[i], biases[i]) bit for bit.
 std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                           const std::vector<at::Tensor>& biases);
 

@@ -3,6 +3,7 @@
 // bit-identical alone and inside any batch.
 #include "model/small_batch_bf16.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,6 +80,32 @@ TEST(SmallBatchBf16, ARowIsTheSameAloneAndInAnyBatch) {
       }
     }
   }
+}
+
+TEST(SmallBatchBf16, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
+  const int saved_threads = at::get_num_threads();
+  // Heights below, at and past a task's 64 outputs and none; BF16 and float32 biases and none;
+  // an odd input width; one and two threads (a chunk of tasks running into the next weight).
+  const auto bf16 = [](std::vector<int64_t> shape) { return at::randn(shape).to(at::kBFloat16); };
+  for (Bf16Isa isa : RunnableBf16Isas()) {
+    for (int threads : {1, 2}) {
+      at::set_num_threads(threads);
+      for (int64_t rows : {1, 5}) {
+        const at::Tensor x = bf16({rows, 75});
+        const std::vector<at::Tensor> weights = {bf16({7, 75}), bf16({64, 75}), bf16({150, 75}),
+                                                 bf16({0, 75}), bf16({65, 75})};
+        const std::vector<at::Tensor> biases = {bf16({7}), at::Tensor(), at::randn({150}),
+                                                at::Tensor(), bf16({65})};
+        const std::vector<at::Tensor> ys = SmallBatchLinearsBf16(x, weights, biases, isa);
+        ASSERT_EQ(ys.size(), weights.size());
+        for (size_t i = 0; i < weights.size(); ++i) {
+          EXPECT_TRUE(at::equal(ys[i], SmallBatchLinearBf16(x, weights[i], biases[i], isa)))
+              << Bf16IsaName(isa) << ", weight " << i << ", " << rows << " rows, " << threads << " threads";
+        }
+      }
+    }
+  }
+  at::set_num_threads(saved_threads);
 }
 
 TEST(SmallBatchBf16, OnlyBf16CpuOperandsApply) {

@@ -106,6 +106,29 @@ TEST_P(SmallBatchLinearTest, KeepsTheLeadingShapeAndTakesStridedInput) {
   ExpectMatchesFloat64(Apply(strided, w, {}), strided, w_out_in, {}, "strided");
 }
 
+TEST_P(SmallBatchLinearTest, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
+  const int saved_threads = at::get_num_threads();
+  // Heights below, at and past a task's 64 outputs and none, biases on some, with one and two
+  // threads: a chunk of tasks that runs from one weight into the next.
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (int64_t rows : {1, 3, 8}) {
+      const at::Tensor x = at::randn({rows, 72});
+      std::vector<at::Tensor> weights;
+      for (int64_t out : {7, 64, 150, 0, 65}) weights.push_back(Weight(out, 72).first);
+      const std::vector<at::Tensor> biases = {at::randn({7}), at::Tensor(), at::randn({150}),
+                                              at::Tensor(), at::randn({65})};
+      const std::vector<at::Tensor> ys = SmallBatchLinears(x, weights, biases, isa(), layout());
+      ASSERT_EQ(ys.size(), weights.size());
+      for (size_t i = 0; i < weights.size(); ++i) {
+        EXPECT_TRUE(at::equal(ys[i], Apply(x, weights[i], biases[i])))
+            << "weight " << i << ", " << rows << " rows, " << threads << " threads";
+      }
+    }
+  }
+  at::set_num_threads(saved_threads);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     IsaAndLayout, SmallBatchLinearTest,
     ::testing::Combine(::testing::Values(VectorIsa::kAvx2, VectorIsa::kAvx512),
