@@ -16,6 +16,7 @@
 #include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/spinning_workers.h"
+#include "model/weight_tasks.h"
 
 namespace placer::model {
 namespace {
@@ -189,7 +190,7 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
   Bf16RowsToColumnBlocks(x_bits, rows, in, xt);
   std::vector<at::Tensor> biases32;
   std::vector<Operands> ops;
-  std::vector<int64_t> first_task = {0};  // of each product, then the count of all
+  WeightTasks tasks(kWeightRowsPerTask);
   for (size_t i = 0; i < products.size(); ++i) {
     const Product& product = products[i];
     biases32.push_back(product.bias.defined() ? product.bias.to(at::kFloat).contiguous() : at::Tensor());
@@ -197,19 +198,15 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
                            biases32.back().defined() ? biases32.back().data_ptr<float>() : nullptr,
                            reinterpret_cast<uint16_t*>(ys[i].data_ptr<at::BFloat16>()), rows, in,
                            product.out});
-    first_task.push_back(first_task.back() + (product.out + kWeightRowsPerTask - 1) / kWeightRowsPerTask);
+    tasks.Add(product.out);
   }
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     // One task at a time: a task's rows are what a thread's buffer holds.
     for (int64_t task = begin; task < end; ++task) {
-      const size_t i = static_cast<size_t>(
-          std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1);
-      const int64_t n0 = (task - first_task[i]) * kWeightRowsPerTask;
-      WeightRows(ops[i], n0, std::min(ops[i].out, n0 + kWeightRowsPerTask));
+      tasks.ForEachRun(task, task + 1, [&](size_t i, int64_t n0, int64_t n1) { WeightRows(ops[i], n0, n1); });
     }
   };
-  const int64_t tasks = first_task.back();
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  if (!SpinningWorkers::Shared().TryRun(tasks.count(), run)) at::parallel_for(0, tasks.count(), 1, run);
   return shaped();
 }
 

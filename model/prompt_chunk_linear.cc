@@ -14,6 +14,7 @@
 
 #include "model/column_blocks.h"
 #include "model/spinning_workers.h"
+#include "model/weight_tasks.h"
 
 namespace placer::model {
 namespace {
@@ -158,25 +159,21 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
   at::Tensor transposed = at::empty({blocks, in, kBlockRows}, flat.options());
   FloatRowsToColumnBlocks(flat.data_ptr<float>(), rows, in, transposed.data_ptr<float>());
   std::vector<Operands> ops;
-  std::vector<int64_t> first_task = {0};  // of each product, then the count of all
+  WeightTasks tasks(kWeightRowsPerTask);
   for (size_t i = 0; i < products.size(); ++i) {
     const Product& product = products[i];
     ops.push_back(Operands{transposed.data_ptr<float>(), product.weight, product.dense_rows,
                            product.bias.defined() ? product.bias.data_ptr<float>() : nullptr,
                            ys[i].data_ptr<float>(), rows, in, product.out});
-    first_task.push_back(first_task.back() + (product.out + kWeightRowsPerTask - 1) / kWeightRowsPerTask);
+    tasks.Add(product.out);
   }
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     // One task at a time: a task's rows are what a thread's buffer holds.
     for (int64_t task = begin; task < end; ++task) {
-      const size_t i = static_cast<size_t>(
-          std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1);
-      const int64_t n0 = (task - first_task[i]) * kWeightRowsPerTask;
-      WeightRows(ops[i], n0, std::min(ops[i].out, n0 + kWeightRowsPerTask));
+      tasks.ForEachRun(task, task + 1, [&](size_t i, int64_t n0, int64_t n1) { WeightRows(ops[i], n0, n1); });
     }
   };
-  const int64_t tasks = first_task.back();
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  if (!SpinningWorkers::Shared().TryRun(tasks.count(), run)) at::parallel_for(0, tasks.count(), 1, run);
   return ys;
 }
 

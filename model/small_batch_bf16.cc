@@ -16,6 +16,7 @@
 #include "model/spinning_workers.h"
 #include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
+#include "model/weight_tasks.h"
 
 namespace placer::model {
 namespace {
@@ -342,7 +343,7 @@ std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::ve
   sums.resize(sum_count);
   bias_buffer.resize(bias_count);
   std::vector<Bf16Operands> ops;
-  std::vector<int64_t> first_task = {0};  // of each weight, then the count of all
+  WeightTasks tasks(kOutputsPerTask);
   for (size_t i = 0; i < weights.size(); ++i) {
     const int64_t out = weights[i].size(0);
     const float* bias32 = nullptr;
@@ -357,21 +358,15 @@ std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::ve
     ops.push_back(Bf16Operands{reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>()),
                                reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()),
                                bias32, sums.data() + sums_at[i], rows, in, out});
-    first_task.push_back(first_task.back() + (out + kOutputsPerTask - 1) / kOutputsPerTask);
+    tasks.Add(out);
   }
   // Tasks split each weight's outputs at tile boundaries, so every output is computed the same
   // way whatever the thread count and whichever weights share the call; a chunk of tasks is
   // one run through the rows of each weight it touches.
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const int64_t first = std::max(begin, first_task[i]), last = std::min(end, first_task[i + 1]);
-      if (first >= last) continue;
-      WeightRows(isa, ops[i], (first - first_task[i]) * kOutputsPerTask,
-                 std::min(ops[i].out, (last - first_task[i]) * kOutputsPerTask));
-    }
+    tasks.ForEachRun(begin, end, [&](size_t i, int64_t n0, int64_t n1) { WeightRows(isa, ops[i], n0, n1); });
   };
-  const int64_t tasks = first_task.back();
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
+  if (!SpinningWorkers::Shared().TryRun(tasks.count(), run)) at::parallel_for(0, tasks.count(), 1, run);
   // One rounding to BF16 (to nearest even, as ATen's conversion), after the float32 sum and bias.
   for (size_t i = 0; i < ys.size(); ++i) {
     at::BFloat16* values = ys[i].data_ptr<at::BFloat16>();

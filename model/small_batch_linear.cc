@@ -11,6 +11,7 @@
 
 #include "model/small_batch_kernels.h"
 #include "model/spinning_workers.h"
+#include "model/weight_tasks.h"
 
 namespace placer::model {
 
@@ -97,7 +98,7 @@ std::vector<at::Tensor> SmallBatchLinears(const at::Tensor& x, const std::vector
   TORCH_CHECK(weights.size() == biases.size(), "SmallBatchLinears: one bias (or none) per weight");
   std::vector<at::Tensor> ys;
   std::vector<Operands> ops;
-  std::vector<int64_t> first_task = {0};  // of each weight, then the count of all
+  WeightTasks tasks(kOutputsPerTask);
   at::Tensor flat;
   std::vector<std::vector<int64_t>> shapes;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -112,28 +113,24 @@ std::vector<at::Tensor> SmallBatchLinears(const at::Tensor& x, const std::vector
     ops.push_back(Operands{flat.data_ptr<float>(), weights[i].data_ptr<float>(),
                            biases[i].defined() ? biases[i].data_ptr<float>() : nullptr,
                            y.data_ptr<float>(), flat.size(0), in, out});
-    first_task.push_back(first_task.back() + (out + kOutputsPerTask - 1) / kOutputsPerTask);
+    tasks.Add(out);
   }
   // Tasks split each weight's outputs at tile boundaries, so every output is computed the same
   // way whatever the thread count and whichever weights share the call; a chunk of tasks is
   // one run through the rows of each weight it touches.
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const int64_t first = std::max(begin, first_task[i]), last = std::min(end, first_task[i + 1]);
-      if (first >= last) continue;
-      const int64_t n0 = (first - first_task[i]) * kOutputsPerTask;
-      const int64_t n1 = std::min(ops[i].out, (last - first_task[i]) * kOutputsPerTask);
+    tasks.ForEachRun(begin, end, [&](size_t i, int64_t n0, int64_t n1) {
       if (layout == WeightLayout::kOutIn) {
         OutInWeightRows(isa, ops[i], n0, n1);
       } else {
         InOutWeightColumns(isa, ops[i], n0, n1);
       }
-    }
+    });
   };
-  const int64_t tasks = flat.defined() && flat.size(0) > 0 ? first_task.back() : 0;
-  if (tasks > 0 && !SpinningWorkers::Shared().TryRun(tasks, run)) {
+  const int64_t count = flat.defined() && flat.size(0) > 0 ? tasks.count() : 0;
+  if (count > 0 && !SpinningWorkers::Shared().TryRun(count, run)) {
     // Another thread (a unary Forward beside the engine) holds the helpers: ATen's pool.
-    at::parallel_for(0, tasks, 1, run);
+    at::parallel_for(0, count, 1, run);
   }
   for (size_t i = 0; i < ys.size(); ++i) ys[i] = ys[i].view(shapes[i]);
   return ys;
