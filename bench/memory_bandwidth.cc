@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "bench/bench_common.h"
@@ -49,6 +50,20 @@ nlohmann::json MeasureMemoryBandwidth(int64_t bytes, int runs) {
   result["read"] = Time(bytes, runs, [&] { sink += source.sum().item<double>(); });
   result["checksum"] = sink;
   return result;
+}
+
+ReadProbe::ReadProbe(int64_t bytes)
+    : source_(at::rand({std::max<int64_t>(1, bytes / static_cast<int64_t>(sizeof(float)))},
+                       at::kFloat)) {
+  BytesPerSecond();  // warm: the intra-op threads' start
+}
+
+int64_t ReadProbe::bytes() const { return source_.nbytes(); }
+
+double ReadProbe::BytesPerSecond() {
+  const Clock::time_point start = Clock::now();
+  sink_ += source_.sum().item<double>();
+  return static_cast<double>(bytes()) / Seconds(start, Clock::now());
 }
 
 }  // namespace placer::bench

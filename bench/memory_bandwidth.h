@@ -3,6 +3,8 @@
 // transfer floor (bytes staged per token / bandwidth).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
@@ -17,5 +19,22 @@ namespace placer::bench {
 // Returns {"bytes", "threads", "copy"|"clone"|"read": {"seconds": [...], "bytes_per_second":
 // median-based}}.
 nlohmann::json MeasureMemoryBandwidth(int64_t bytes, int runs);
+
+// The read bandwidth at one moment, for a decode step timed next to it: one `read` pass (as
+// above) over its own buffer of `bytes`, timed. This host's read bandwidth moved from 30 to
+// 52 GB/s within one bench run, minute to minute, so a floor measured apart from the steps it
+// bounds was beaten by a fifth in one run and out of reach in the next; a probe after every
+// step gives each step its own floor.
+class ReadProbe {
+ public:
+  explicit ReadProbe(int64_t bytes);
+  int64_t bytes() const;
+  // Bytes read per second by one pass now.
+  double BytesPerSecond();
+
+ private:
+  at::Tensor source_;
+  double sink_ = 0;  // the passes' sums, so none is optimized away
+};
 
 }  // namespace placer::bench

@@ -3,6 +3,7 @@
 //
 //   placer-bench-model decode DIR [--layout L] [--threads 2] [--prompt-tokens 64]
 //                                  [--new-tokens 32] [--runs 3] [--no-prefetch]
+//                                  [--read-probe-mib 64]
 //   placer-bench-model forward DIR [--threads 2] [--tokens 8] [--iterations 300] [--clients 1]
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
 //   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -190,9 +192,12 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
 // Greedy decode: prefill the prompt, then one Extend per new token, each timed (or, with
 // --batch, several sequences stepped together: MeasureBatchedDecode).
 absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, int new_tokens,
-                                      int runs, int batch) {
+                                      int runs, int batch, int read_probe_mib) {
   PLACER_ASSIGN_OR_RETURN(auto loaded, Load(args));
   const model::CausalLm& lm = *loaded.model;
+  if (batch > 1 && read_probe_mib > 0) {
+    return absl::InvalidArgumentError("--read-probe-mib times batch-1 steps only (no --batch)");
+  }
   if (batch > 1) {
     PLACER_ASSIGN_OR_RETURN(nlohmann::json batched,
                             MeasureBatchedDecode(lm, batch, prompt_tokens, new_tokens, runs));
@@ -201,7 +206,9 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
   }
   const std::vector<int32_t> prompt = PromptTokens(prompt_tokens, lm.vocab_size());
   nlohmann::json samples = nlohmann::json::array();
-  std::vector<double> prefill_all, step_all;
+  std::vector<double> prefill_all, step_all, probe_all;
+  std::optional<ReadProbe> probe;
+  if (read_probe_mib > 0) probe.emplace(int64_t{read_probe_mib} << 20);
   // Run 0 warms up (thread pool, first touch of every weight page, staging buffers) with a
   // few tokens and is not counted.
   for (int run = 0; run <= runs; ++run) {
@@ -216,13 +223,14 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
     SettlePrefetch();
     const uint64_t staged_start = StagedBytes(*loaded.accounting);
     const double wait_decode_start = loaded.accounting->Figures().offload_wait_seconds;
-    std::vector<double> steps;
+    std::vector<double> steps, probes;
     for (int i = 1; i < generate; ++i) {
       start = Clock::now();
       logits = lm.Extend(*sequence, {tokens.back()});
       if (!logits.ok()) return logits.status();
       tokens.push_back(Argmax(*logits));
       steps.push_back(Seconds(start, Clock::now()));
+      if (probe) probes.push_back(probe->BytesPerSecond());
     }
     SettlePrefetch();
     const auto decode_steps = static_cast<double>(std::max(generate - 1, 1));
@@ -230,14 +238,18 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
     if (run == 0) continue;
     prefill_all.push_back(prefill);
     step_all.insert(step_all.end(), steps.begin(), steps.end());
-    samples.push_back(
+    probe_all.insert(probe_all.end(), probes.begin(), probes.end());
+    nlohmann::json sample =
         {{"prefill_seconds", prefill},
          {"step_seconds", steps},
          {"tokens", tokens},
          {"staged_bytes_per_token",
           static_cast<double>(StagedBytes(*loaded.accounting) - staged_start) / decode_steps},
          {"offload_wait_seconds_prefill", wait_decode_start - wait_start},
-         {"offload_wait_seconds_per_token", (wait_end - wait_decode_start) / decode_steps}});
+         {"offload_wait_seconds_per_token", (wait_end - wait_decode_start) / decode_steps}};
+    // Step i's own floor: the read bandwidth right after it (ReadProbe).
+    if (probe) sample["read_probe_bytes_per_second"] = probes;
+    samples.push_back(std::move(sample));
   }
   nlohmann::json report = BaseReport(args, loaded);
   report["prompt_tokens"] = prompt_tokens;
@@ -245,6 +257,10 @@ absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, 
   report["runs"] = samples;
   report["prefill_seconds"] = Summary(prefill_all);
   report["step_seconds"] = Summary(step_all);
+  if (probe) {
+    report["read_probe_bytes"] = probe->bytes();
+    report["read_probe_bytes_per_second"] = Summary(probe_all);
+  }
   return report;
 }
 
@@ -353,6 +369,11 @@ int main(int argc, char** argv) {
   int batch = 1;
   decode->add_option("--batch", batch, "sequences decoded together (ExtendBatch), each prompt other ids")
       ->check(CLI::Range(1, 256));
+  int read_probe_mib = 0;
+  decode->add_option("--read-probe-mib", read_probe_mib,
+                     "after every timed step, time one read of a buffer this large (0: none), "
+                     "each step's own read-bandwidth floor; batch 1 only")
+      ->check(CLI::Range(0, 65536));
   CLI::App* forward = app.add_subcommand("forward", "Forward latency / throughput in process");
   add_model(forward);
   forward->add_option("--tokens", tokens)->check(CLI::Range(1, 100000));
@@ -418,7 +439,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs, batch));
+    if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs, batch, read_probe_mib));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     if (*drift) return Finish(Drift(args, prompts, drift_tokens));
     if (*prefetch) {
