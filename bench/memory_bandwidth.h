@@ -23,8 +23,8 @@ nlohmann::json MeasureMemoryBandwidth(int64_t bytes, int runs);
 // The read bandwidth at one moment, for a decode step timed next to it: one `read` pass (as
 // above) over its own buffer of `bytes`, timed. This host's read bandwidth moved from 30 to
 // 52 GB/s within one bench run, minute to minute, so a floor measured apart from the steps it
-// bounds was beaten by a fifth in one run and out of reach in the next; a probe after every
-// step gives each step its own floor.
+// bounds was beaten by a fifth in one run and out of reach in the next; a probe next to a step
+// gives that step its own floor.
 class ReadProbe {
  public:
   explicit ReadProbe(int64_t bytes);

@@ -132,16 +132,19 @@ def best_read_bandwidth(raw):
 
 
 def probed_floor(reports, read_bytes):
-    """Each decode step against its own floor: read_bytes at the read bandwidth probed right
-    after it (placer-bench-model decode --read-probe-mib). Returns (median over the steps of
-    floor / step, median probed bandwidth, median floor), or None for runs without probes."""
-    pairs = [(step, bps) for report in reports for run in report["runs"]
-             for step, bps in zip(run["step_seconds"], run.get("read_probe_bytes_per_second", []))]
+    """Each probed decode step against its own floor: read_bytes at the read bandwidth probed
+    right after it (placer-bench-model decode --read-probe-mib: every other step, so a probed
+    step never follows a probe's eviction of the L3). Returns (median over those steps of floor
+    / step, median probed bandwidth, median floor, median of those steps), or None for runs
+    without probes."""
+    pairs = [(run["step_seconds"][probe["step"]], probe["bytes_per_second"])
+             for report in reports for run in report["runs"] for probe in run.get("read_probes", [])]
     if not pairs:
         return None
     ratio = statistics.median(read_bytes / bps / step for step, bps in pairs)
-    bps = statistics.median(bps for _, bps in pairs)
-    return ratio, bps, statistics.median(read_bytes / b for _, b in pairs)
+    return (ratio, statistics.median(bps for _, bps in pairs),
+            statistics.median(read_bytes / bps for _, bps in pairs),
+            statistics.median(step for step, _ in pairs))
 
 
 def floor_row(what, step, read_bytes, section_bps, reports, goal, note=""):
@@ -149,8 +152,8 @@ def floor_row(what, step, read_bytes, section_bps, reports, goal, note=""):
     read (bandwidth*.json)."""
     probed = probed_floor(reports, read_bytes)
     if probed:
-        ratio, bps, floor = probed
-        how = f"{bps / 1e9:.2f} GB/s read, probed after every step; ratio: median of the steps'"
+        ratio, bps, floor, step = probed
+        how = f"{bps / 1e9:.2f} GB/s read, probed after every other step; ratio: median of those steps'"
     else:
         floor = read_bytes / section_bps
         ratio = floor / step

@@ -119,17 +119,18 @@ TEST_F(BenchTools, ReadProbesGiveEveryDecodeStepItsOwnReadBandwidth) {
   if (probed.is_discarded()) return;
   EXPECT_EQ(probed["read_probe_bytes"], 2 << 20);
   const nlohmann::json& run = probed["runs"][0];
-  ASSERT_EQ(run["read_probe_bytes_per_second"].size(), run["step_seconds"].size());
   EXPECT_EQ(run["step_seconds"].size(), 5u);  // 6 new tokens: the first comes from the prompt
-  for (const auto& bytes_per_second : run["read_probe_bytes_per_second"]) {
-    EXPECT_GT(bytes_per_second.get<double>(), 0);
-  }
-  EXPECT_EQ(probed["read_probe_bytes_per_second"]["count"], 5);
+  // After every other step (a probed step never follows a probe): steps 1 and 3.
+  ASSERT_EQ(run["read_probes"].size(), 2u);
+  EXPECT_EQ(run["read_probes"][0]["step"], 1);
+  EXPECT_EQ(run["read_probes"][1]["step"], 3);
+  for (const auto& probe : run["read_probes"]) EXPECT_GT(probe["bytes_per_second"].get<double>(), 0);
+  EXPECT_EQ(probed["read_probe_bytes_per_second"]["count"], 2);
   // The probes run between steps, outside them: the tokens are those of a run without.
   EXPECT_EQ(run["tokens"], Json(Decode("cpu"))["runs"][0]["tokens"]);
   // Without probes the report has none (bench/sections_model.py then takes the section's
   // fastest read).
-  EXPECT_FALSE(Json(Decode("cpu"))["runs"][0].contains("read_probe_bytes_per_second"));
+  EXPECT_FALSE(Json(Decode("cpu"))["runs"][0].contains("read_probes"));
   const CommandResult batched = RunCommand(Decode("cpu", "--batch 2 --read-probe-mib 2"));
   EXPECT_NE(batched.exit_code, 0);
   EXPECT_NE(batched.output.find("--read-probe-mib times batch-1 steps only"), std::string::npos)
