@@ -53,14 +53,17 @@ inline float TailDot(const uint16_t* w, const uint16_t* x, int64_t k, int64_t in
 }
 
 // Each row's products with weight row w before its lanes are summed (AVX512-BF16, one tile row).
+// No software prefetch, unlike the widening kernels below: on the 2-vCPU Zen 4 EPYC, ~1.1B BF16
+// decode in process, 4 alternating rounds, each probed step against the read bandwidth right
+// after it (placer-bench-model decode --read-probe-mib 256): 0.96-1.00 of that floor without the
+// stream prefetch 8 KiB ahead, 0.80-0.88 with it; the small preset within noise either way
+// (bench/analysis.md, twenty-ninth session).
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void AccumulateBf16(
     const Bf16Operands& op, const uint16_t* x, const uint16_t* w, __m512 (&acc)[R]) {
   const int64_t in = op.in;
-  const uint16_t* ahead = StreamAhead(w, in, op.weight + op.out * in);
   _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k + 32 <= in; k += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T0);
     const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + k));
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + r * in + k));

@@ -6,8 +6,9 @@
 namespace placer::model {
 
 // Bytes ahead of a weight row's loads that the float few-row kernels (F32 and BF16 weights)
-// prefetch into L1, on the same sequential stream the hardware prefetchers already follow; the
-// packed kernels prefetch whole rows at least this far ahead. Without it, one input row waited
+// prefetch into L1 (not the AVX512-BF16 one: small_batch_bf16.cc says why), on the same
+// sequential stream the hardware prefetchers already follow; the packed kernels prefetch whole
+// rows at least this far ahead. Without it, one input row waited
 // on memory (perf put nearly every sample of the F32 one-row loop on the load after its FMA).
 // `placer-bench-model stream-prefetch --mib 300 --threads 2` (2-vCPU Zen 4 EPYC, 100 pairs of
 // passes with and without, median speedup): 1.14-1.19x at every distance from 2 to 16 KiB in
