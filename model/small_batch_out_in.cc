@@ -34,6 +34,13 @@ constexpr int64_t kPrefetchTiles = 4;
 // arithmetic, not the stream, bounds the tile (bench/analysis.md, "One weight stream per
 // thread"). The arithmetic of an output is the same whatever the tile.
 constexpr int kOneStreamMaxRows = 2;
+// Whether the AVX-512 one-stream rows prefetch their stream at all: not on the 2-vCPU Zen 4 EPYC,
+// small F32 decode in process, 4 alternating rounds, each probed step against the read bandwidth
+// right after it (placer-bench-model decode --read-probe-mib 256): 0.76-0.89 of that floor
+// without, 0.64-0.85 with, lower in every pair; three more pairs of the two builds 0.85-0.91
+// against 0.83-0.88 (bench/analysis.md, twenty-ninth session). The AVX2 rows keep theirs: no
+// CPU here decodes through them.
+constexpr bool kStreamPrefetch512 = false;
 // Weight rows a thread walks before moving to the next input-row chunk, so the tile is still
 // in cache for the second chunk (only rows beyond one chunk read it again).
 constexpr int64_t kBlockBytes = 32 << 10;
@@ -44,11 +51,11 @@ constexpr int kLaneSumsTogetherFrom = 8;
 // One tile: T weight rows (w, w + in, ...) times R input rows, written to y[r * out + t].
 // Each output is one vector accumulator over `in` in order, reduced the same way whatever R
 // and T are: this is what makes a row's result independent of its batch.
-template <int R, int T>
+template <int R, int T, bool kPrefetch = true>
 __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(const Operands& op,
                                                                         const float* x,
                                                                         const float* w,
-                                                                        const float* ahead,
+                                                                        [[maybe_unused]] const float* ahead,
                                                                         float* y, int64_t n) {
   const int64_t in = op.in;
   __m512 acc[T][R];
@@ -60,7 +67,9 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(c
     __m512 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       wv[t] = _mm512_loadu_ps(w + t * in + k);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      if constexpr (kPrefetch) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      }
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m512 xv = _mm512_loadu_ps(x + r * in + k);
@@ -112,11 +121,11 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void Tile512(c
   }
 }
 
-template <int R, int T>
+template <int R, int T, bool kPrefetch = true>
 __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Operands& op,
                                                                         const float* x,
                                                                         const float* w,
-                                                                        const float* ahead,
+                                                                        [[maybe_unused]] const float* ahead,
                                                                         float* y, int64_t n) {
   const int64_t in = op.in;
   __m256 acc[T][R];
@@ -128,7 +137,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
     __m256 wv[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       wv[t] = _mm256_loadu_ps(w + t * in + k);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      if constexpr (kPrefetch) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + t * in + k), _MM_HINT_T0);
+      }
     }
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
       __m256 xv = _mm256_loadu_ps(x + r * in + k);
@@ -150,7 +161,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
 
 // Weight rows [n0, n1) times input rows [m, m + R), tile by tile. One function per
 // instruction set: code for AVX2 must not be compiled with AVX-512 allowed.
-#define PLACER_ROW_CHUNK(NAME, TARGET, TILE, TILE_ROWS)                                       \
+#define PLACER_ROW_CHUNK(NAME, TARGET, TILE, TILE_ROWS, STREAM_PREFETCH)                      \
   template <int R>                                                                            \
   __attribute__((target(TARGET))) void NAME(const Operands& op, int64_t m, int64_t n0,        \
                                             int64_t n1) {                                     \
@@ -168,11 +179,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Tile256(const Ope
     const float* weight_end = op.weight + op.out * op.in;                                    \
     for (; n < n1; ++n) {                                                                     \
       const float* w = op.weight + n * op.in;                                                 \
-      TILE<R, 1>(op, x, w, StreamAhead(w, op.in, weight_end), y + n, n);                      \
+      TILE<R, 1, STREAM_PREFETCH>(op, x, w, StreamAhead(w, op.in, weight_end), y + n, n);     \
     }                                                                                         \
   }
-PLACER_ROW_CHUNK(RowChunk512, "avx512f,avx2,fma", Tile512, kTileRows512)
-PLACER_ROW_CHUNK(RowChunk256, "avx2,fma", Tile256, kTileRows256)
+PLACER_ROW_CHUNK(RowChunk512, "avx512f,avx2,fma", Tile512, kTileRows512, kStreamPrefetch512)
+PLACER_ROW_CHUNK(RowChunk256, "avx2,fma", Tile256, kTileRows256, true)
 #undef PLACER_ROW_CHUNK
 
 template <int R, bool kAvx512>
