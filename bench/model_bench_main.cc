@@ -193,11 +193,11 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
 // --batch, several sequences stepped together: MeasureBatchedDecode).
 absl::StatusOr<nlohmann::json> Decode(const ModelArgs& args, int prompt_tokens, int new_tokens,
                                       int runs, int batch, int read_probe_mib) {
-  PLACER_ASSIGN_OR_RETURN(auto loaded, Load(args));
-  const model::CausalLm& lm = *loaded.model;
   if (batch > 1 && read_probe_mib > 0) {
     return absl::InvalidArgumentError("--read-probe-mib times batch-1 steps only (no --batch)");
   }
+  PLACER_ASSIGN_OR_RETURN(auto loaded, Load(args));
+  const model::CausalLm& lm = *loaded.model;
   if (batch > 1) {
     PLACER_ASSIGN_OR_RETURN(nlohmann::json batched,
                             MeasureBatchedDecode(lm, batch, prompt_tokens, new_tokens, runs));
