@@ -147,9 +147,10 @@ def probed_floor(reports, read_bytes):
             statistics.median(step for step, _ in pairs))
 
 
-def floor_row(what, step, read_bytes, section_bps, reports, goal, note=""):
-    """A read-floor row: per-step probes where the run has them, else the section's fastest
-    read (bandwidth*.json)."""
+def floor_row(what, step, read_bytes, section_bps, reports, goal):
+    """A read-floor row and its floor: per-step probes where the runs have them (the row's step
+    is then the probed steps' median), else `step` against the section's fastest read
+    (bandwidth*.json)."""
     probed = probed_floor(reports, read_bytes)
     if probed:
         ratio, bps, floor, step = probed
@@ -160,7 +161,7 @@ def floor_row(what, step, read_bytes, section_bps, reports, goal, note=""):
         how = f"{section_bps / 1e9:.2f} GB/s read"
     return row(what, f"{step * 1e3:.1f} ms/token",
                f"floor {floor * 1e3:.1f} ms ({read_bytes / MIB:.0f} MiB at {how})", ratio,
-               "floor / placer", f"≥ {goal:.2f}", ratio >= goal, note), floor
+               "floor / placer", f"≥ {goal:.2f}", ratio >= goal), floor
 
 
 def decode(raw):
@@ -218,10 +219,9 @@ def decode(raw):
                         "placer / peer", None, None,
                         "placer computes the lm_head for every prompt position, the peer for "
                         "the last only" if side == "placer in-process" else ""))
-    floor_step = statistics.median(pooled(probed, "step_seconds")) if probed else step["placer in-process"]
     floor_of_placer, floor = floor_row(
-        "decode vs the memory-bandwidth floor (in-process)", floor_step, read_bytes, read_bps,
-        probed, 0.70)
+        "decode vs the memory-bandwidth floor (in-process)", step["placer in-process"], read_bytes,
+        read_bps, probed, 0.70)
     floor_of_placer["note"] = (f"PyTorch eager reaches {floor / step['PyTorch eager']:.2f} of "
                                 "the floor")
     rows.append(floor_of_placer)
