@@ -282,17 +282,27 @@ void DrainClient(const std::string& target, int seed, const std::atomic<bool>& s
     }
     // Well after health said NOT_SERVING, every request is refused (or finds no listener).
     const Clock::rep not_serving_at = seen.not_serving_at.load();
-    const bool long_after_not_serving =
-        not_serving_at != Clock::time_point::max().time_since_epoch().count() &&
-        started > Clock::time_point(Clock::duration(not_serving_at)) + milliseconds(300);
+    const bool known_not_serving =
+        not_serving_at != Clock::time_point::max().time_since_epoch().count();
+    const auto started_after_not_serving = [&](milliseconds by) {
+      return known_not_serving &&
+             started > Clock::time_point(Clock::duration(not_serving_at)) + by;
+    };
+    // gRPC core itself cancels a call that reaches the server after Server::Shutdown began and
+    // before the client read the GOAWAY: it never gets to placerd's handlers (see
+    // server/README.md, "Draining"). Shutdown begins as soon as the drain is idle, which can be
+    // any moment after NOT_SERVING, and a request started after the watcher saw NOT_SERVING
+    // finds the gate closed (the daemon closes it right after flipping health), so it can never
+    // be an admitted stream ending without a word. Counted, not hidden.
+    const bool at_listener_close = started_after_not_serving(milliseconds(0)) &&
+                                   code == grpc::StatusCode::CANCELLED && messages == 0;
+    if (at_listener_close) ++seen.cancelled_by_grpc_at_shutdown;
     bool expected = false;
-    if (long_after_not_serving) {
-      // Never admitted (the gate had closed). gRPC core itself cancels a call that reaches the
-      // server after Server::Shutdown began and before the client read the GOAWAY: it never
-      // gets to placerd's handlers (see server/README.md, "Draining"). Counted, not hidden.
-      const bool at_listener_close = code == grpc::StatusCode::CANCELLED && messages == 0;
-      if (at_listener_close) ++seen.cancelled_by_grpc_at_shutdown;
-      expected = (code == grpc::StatusCode::UNAVAILABLE && !message.empty()) || at_listener_close;
+    if (at_listener_close) {
+      expected = true;
+    } else if (started_after_not_serving(milliseconds(300))) {
+      // Never admitted (the gate had closed long before): refused with a reason.
+      expected = code == grpc::StatusCode::UNAVAILABLE && !message.empty();
     } else if (code == grpc::StatusCode::UNAVAILABLE) {
       // Refused at the door, cut after --drain-timeout with a reason, or no listener any more;
       // never an admitted stream ending without a word.
