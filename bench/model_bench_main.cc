@@ -3,7 +3,7 @@
 //
 //   placer-bench-model decode DIR [--layout L] [--threads 2] [--prompt-tokens 64]
 //                                  [--new-tokens 32] [--runs 3] [--no-prefetch]
-//                                  [--no-weight-prefetch] [--read-probe-mib 64]
+//                                  [--read-probe-mib 64]
 //   placer-bench-model forward DIR [--threads 2] [--tokens 8] [--iterations 300] [--clients 1]
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
 //   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
@@ -33,7 +33,6 @@
 #include "placement/checkpoint_tensors.h"
 #include "placement/model_module_tree.h"
 #include "model/causal_lm.h"
-#include "model/spinning_workers.h"
 #include "base/openblas_core.h"
 #include "base/status_macros.h"
 
@@ -45,7 +44,6 @@ struct ModelArgs {
   std::string layout = "cpu";
   int threads = 2;
   bool no_prefetch = false;
-  bool no_weight_prefetch = false;  // SpinningWorkers::set_weight_prefetch(false)
   std::string offload_dir;
   std::string quantize = "none";  // --quantize, as placerd's
   int64_t quantize_group_size = 0;
@@ -172,7 +170,6 @@ nlohmann::json BaseReport(const ModelArgs& args, const LoadedModel& loaded) {
   return {{"dir", args.dir},
           {"layout", args.layout},
           {"prefetch", !args.no_prefetch},
-          {"weight_prefetch", !args.no_weight_prefetch},
           {"threads", model::ComputeThreads()},
           {"blas", model::BlasLibraryInUse()},
           {"load_seconds", loaded.load_seconds},
@@ -368,8 +365,6 @@ int main(int argc, char** argv) {
   add_model(decode);
   decode->add_option("--layout", args.layout, "cpu, gpu, half-cpu, half-disk, all-cpu, all-disk");
   decode->add_flag("--no-prefetch", args.no_prefetch, "stage offloaded blocks on entry only");
-  decode->add_flag("--no-weight-prefetch", args.no_weight_prefetch,
-                   "helpers only spin between products (no prefetch of the next weight)");
   decode->add_option("--quantize", args.quantize, "none, int8 or int4, as placerd's");
   decode->add_option("--quantize-group-size", args.quantize_group_size, "as placerd's");
   decode->add_option("--quantize-lm-head", args.quantize_lm_head, "none, int8 or int4, as placerd's");
@@ -452,7 +447,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    placer::model::SpinningWorkers::Shared().set_weight_prefetch(!args.no_weight_prefetch);
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs, batch, read_probe_mib));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     if (*drift) return Finish(Drift(args, prompts, drift_tokens));

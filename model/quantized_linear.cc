@@ -217,8 +217,7 @@ at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     outputs(op, begin * kOutputsPerTask, std::min(layout.out, end * kOutputsPerTask));
   };
-  const SpinningWorkers::Streamed streamed{weight.data_ptr(), static_cast<int64_t>(weight.nbytes())};
-  if (!SpinningWorkers::Shared().TryRun(tasks, run, streamed)) at::parallel_for(0, tasks, 1, run);
+  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
   if (!float_rows) {
     c10::BFloat16* out = y.data_ptr<c10::BFloat16>();
     for (int64_t i = 0; i < rows * layout.out; ++i) out[i] = c10::BFloat16(ys[i]);

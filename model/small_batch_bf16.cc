@@ -369,11 +369,7 @@ std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::ve
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     tasks.ForEachRun(begin, end, [&](size_t i, int64_t n0, int64_t n1) { WeightRows(isa, ops[i], n0, n1); });
   };
-  const SpinningWorkers::Streamed streamed{weights[0].data_ptr(),
-                                           static_cast<int64_t>(weights[0].nbytes())};
-  if (!SpinningWorkers::Shared().TryRun(tasks.count(), run, streamed)) {
-    at::parallel_for(0, tasks.count(), 1, run);
-  }
+  if (!SpinningWorkers::Shared().TryRun(tasks.count(), run)) at::parallel_for(0, tasks.count(), 1, run);
   // One rounding to BF16 (to nearest even, as ATen's conversion), after the float32 sum and bias.
   for (size_t i = 0; i < ys.size(); ++i) {
     at::BFloat16* values = ys[i].data_ptr<at::BFloat16>();

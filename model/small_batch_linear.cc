@@ -128,9 +128,7 @@ std::vector<at::Tensor> SmallBatchLinears(const at::Tensor& x, const std::vector
     });
   };
   const int64_t count = flat.defined() && flat.size(0) > 0 ? tasks.count() : 0;
-  const SpinningWorkers::Streamed streamed{weights[0].data_ptr(),
-                                           static_cast<int64_t>(weights[0].nbytes())};
-  if (count > 0 && !SpinningWorkers::Shared().TryRun(count, run, streamed)) {
+  if (count > 0 && !SpinningWorkers::Shared().TryRun(count, run)) {
     // Another thread (a unary Forward beside the engine) holds the helpers: ATen's pool.
     at::parallel_for(0, count, 1, run);
   }

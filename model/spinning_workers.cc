@@ -74,11 +74,10 @@ std::vector<int64_t> SpinningWorkers::ChunkStarts(int64_t tasks, int participant
   return starts;
 }
 
-bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn, Streamed streamed) {
+bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
   std::unique_lock<std::mutex> running(run_mutex_, std::try_to_lock);
   if (!running.owns_lock()) return false;
   Resize(std::max(0, at::get_num_threads() - 1));
-  LearnOrder(streamed);
   if (helpers_.empty() || tasks <= 1) {
     if (tasks > 0) fn(0, tasks);
     return true;
@@ -100,54 +99,7 @@ bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn, Streamed streamed
     if (spins % kPausesPerCheck == 0) std::this_thread::yield();
   }
   fn_ = nullptr;
-  // The next weight, as learned, for the helpers to pull in while this thread works alone.
-  if (last_streamed_ != nullptr && weight_prefetch_.load(std::memory_order_relaxed)) {
-    const auto next = successor_.find(last_streamed_);
-    if (next != successor_.end()) {
-      prefetch_begin_.store(static_cast<const char*>(next->second.begin), std::memory_order_relaxed);
-      prefetch_bytes_.store(next->second.bytes, std::memory_order_relaxed);
-      prefetch_job_.fetch_add(1, std::memory_order_release);
-    }
-  }
   return true;
-}
-
-void SpinningWorkers::LearnOrder(Streamed streamed) {
-  if (streamed.begin == nullptr || streamed.bytes <= 0) return;
-  if (last_streamed_ != nullptr && last_streamed_ != streamed.begin) {
-    // Bounded: a process that keeps allocating new weights (reloads) starts over.
-    if (successor_.size() > 4096) successor_.clear();
-    successor_[last_streamed_] = streamed;
-  }
-  last_streamed_ = streamed.begin;
-}
-
-SpinningWorkers::Streamed SpinningWorkers::NextWeightPrefetch() const {
-  if (prefetch_job_.load(std::memory_order_acquire) == 0) return {};
-  return {prefetch_begin_.load(std::memory_order_relaxed), prefetch_bytes_.load(std::memory_order_relaxed)};
-}
-
-void SpinningWorkers::set_weight_prefetch(bool on) { weight_prefetch_.store(on); }
-
-int64_t SpinningWorkers::prefetched_bytes() const {
-  return prefetched_bytes_.load(std::memory_order_relaxed);
-}
-
-void SpinningWorkers::PrefetchWhileIdle(uint64_t seen) {
-  // From the weight's start: whichever participant then claims the first chunks finds their
-  // lines in this helper's L2 or in the L3 instead of in memory.
-  const char* begin = prefetch_begin_.load(std::memory_order_relaxed);
-  const int64_t bytes = std::min(prefetch_bytes_.load(std::memory_order_relaxed), kPrefetchBytes);
-  constexpr int64_t kLine = 64;
-  constexpr int64_t kBytesPerLook = 4096;  // between two looks for a posted loop
-  for (int64_t offset = 0; offset < bytes; offset += kBytesPerLook) {
-    if (generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_relaxed)) {
-      return;
-    }
-    const int64_t end = std::min(bytes, offset + kBytesPerLook);
-    for (int64_t at = offset; at < end; at += kLine) _mm_prefetch(begin + at, _MM_HINT_T1);
-    prefetched_bytes_.fetch_add(end - offset, std::memory_order_relaxed);
-  }
 }
 
 void SpinningWorkers::RunChunks(uint64_t generation) {
@@ -167,9 +119,6 @@ void SpinningWorkers::RunChunks(uint64_t generation) {
 }
 
 void SpinningWorkers::HelperLoop(uint64_t seen) {
-  // The last prefetch this helper ran (posted once the loop's chunks are done, which may be
-  // after this helper went back to spinning).
-  uint64_t prefetched = prefetch_job_.load(std::memory_order_acquire);
   while (true) {
     // Spin (yielding the core to anyone runnable) for the next loop of this step...
     const Clock::time_point spin_until = Clock::now() + std::chrono::microseconds(kSpinMicroseconds);
@@ -178,11 +127,6 @@ void SpinningWorkers::HelperLoop(uint64_t seen) {
       if (generation_.load(std::memory_order_acquire) != seen) {
         posted = true;
         break;
-      }
-      if (prefetch_job_.load(std::memory_order_acquire) != prefetched) {
-        prefetched = prefetch_job_.load(std::memory_order_acquire);
-        PrefetchWhileIdle(seen);
-        continue;
       }
       Pause();
       if (spins % kPausesPerCheck == 0) {

@@ -13,22 +13,13 @@
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 namespace placer::model {
 
-// The weight bytes a parallel loop streams through, first to last (its first weight's, for a
-// loop over several), or none (a loop over activations).
-struct StreamedWeight {
-  const void* begin = nullptr;
-  int64_t bytes = 0;
-};
-
 class SpinningWorkers {
  public:
   using RangeFn = std::function<void(int64_t begin, int64_t end)>;
-  using Streamed = StreamedWeight;
 
   // The process's workers: the calling thread plus at::get_num_threads() - 1 helpers.
   static SpinningWorkers& Shared();
@@ -40,30 +31,7 @@ class SpinningWorkers {
   // done. A helper that is late (descheduled, still waking up) leaves its chunks to the others
   // instead of holding the loop up. Returns false, running nothing, when another thread is
   // using the workers (the caller then runs the loop some other way).
-  //
-  // A loop that names the weight bytes it streams also teaches the workers which weights come
-  // next: a decode step multiplies the same weights in the same order every step, so after a
-  // loop the helpers, idle while the caller does the serial work between two products
-  // (norms, rotary, attention's setup, sampling), pull the start of the weight that followed it
-  // last time into their caches (NextWeightPrefetch). Only prefetches: a wrong or stale guess
-  // costs some bandwidth, never a result.
-  bool TryRun(int64_t tasks, const RangeFn& fn, Streamed streamed = {});
-
-  // What the helpers were last asked to prefetch after a loop (nothing before a successor is
-  // known): the learned successor of the last loop that named its bytes.
-  Streamed NextWeightPrefetch() const;
-
-  // Most bytes a helper prefetches after one loop: about what one thread streams during the
-  // serial work between two products of a small model's step, within its L2. (Measured:
-  // bench/analysis.md, "Prefetching the next weight between products".)
-  static constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
-
-  // On by default; off, the helpers only spin between loops (placer-bench-model decode
-  // --no-weight-prefetch, to measure what it gives). Orders still get learned.
-  void set_weight_prefetch(bool on);
-
-  // Bytes the helpers have prefetched so far (counted per 4 KiB).
-  int64_t prefetched_bytes() const;
+  bool TryRun(int64_t tasks, const RangeFn& fn);
 
   // Where TryRun's chunks start, plus `tasks` at the end: each chunk is 1/(2 · participants) of
   // the tasks not yet in a chunk (at least one task), so the first chunks are long streams
@@ -82,10 +50,6 @@ class SpinningWorkers {
   void HelperLoop(uint64_t seen);
   // Claims and runs chunks of loop `generation` until none is left.
   void RunChunks(uint64_t generation);
-  // Records `streamed` as the successor of the previous named loop.
-  void LearnOrder(Streamed streamed);
-  // Between loops: the prefetch posted after the last one, stopped as soon as a loop is posted.
-  void PrefetchWhileIdle(uint64_t seen);
 
   std::mutex run_mutex_;  // one loop at a time
   std::vector<std::thread> helpers_;
@@ -103,17 +67,6 @@ class SpinningWorkers {
   std::atomic<int64_t> chunks_done_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-
-  // Weight order, learned and read by the caller of TryRun only (under run_mutex_).
-  std::unordered_map<const void*, Streamed> successor_;
-  const void* last_streamed_ = nullptr;
-  // The prefetch posted for the helpers: a job number and the range (read racily: a torn
-  // range only prefetches other addresses, which never faults).
-  std::atomic<uint64_t> prefetch_job_{0};
-  std::atomic<const char*> prefetch_begin_{nullptr};
-  std::atomic<int64_t> prefetch_bytes_{0};
-  std::atomic<bool> weight_prefetch_{true};
-  std::atomic<int64_t> prefetched_bytes_{0};
   std::mutex sleep_mutex_;
   std::condition_variable wake_;
 };

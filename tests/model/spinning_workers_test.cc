@@ -109,54 +109,5 @@ TEST_F(SpinningWorkersTest, ASecondCallerAtTheSameTimeIsRefused) {
   ExpectEveryTaskOnce(4);  // and usable again afterwards
 }
 
-// Three "weights" multiplied in the same order, step after step: after the second step the
-// workers know each one's successor, post it after every loop, and a helper (idle while the
-// caller is) prefetches it; off, nothing more is prefetched. The loops' results never change.
-TEST_F(SpinningWorkersTest, LearnsWhichWeightComesNextAndPrefetchesItBetweenLoops) {
-  at::set_num_threads(2);
-  SpinningWorkers& workers = SpinningWorkers::Shared();
-  const int64_t bytes = 3 * SpinningWorkers::kPrefetchBytes;
-  std::vector<std::vector<char>> weights(3, std::vector<char>(static_cast<size_t>(bytes), 1));
-  const auto run_loop = [&](size_t w) {
-    std::atomic<int64_t> sum{0};
-    ASSERT_TRUE(workers.TryRun(
-        16,
-        [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) sum.fetch_add(weights[w][static_cast<size_t>(i)]);
-        },
-        {weights[w].data(), bytes}));
-    ASSERT_EQ(sum.load(), 16);
-  };
-  for (int step = 0; step < 2; ++step) {
-    for (size_t w = 0; w < weights.size(); ++w) run_loop(w);
-  }
-  // After weight 0's loop comes weight 1; after weight 2's, the next step's weight 0.
-  for (size_t w = 0; w < weights.size(); ++w) {
-    const int64_t before = workers.prefetched_bytes();
-    run_loop(w);
-    const SpinningWorkers::Streamed next = workers.NextWeightPrefetch();
-    EXPECT_EQ(next.begin, weights[(w + 1) % weights.size()].data()) << "after weight " << w;
-    EXPECT_EQ(next.bytes, bytes);
-    // The helper prefetches up to kPrefetchBytes of it while this thread waits here.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (workers.prefetched_bytes() - before < SpinningWorkers::kPrefetchBytes &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    EXPECT_GE(workers.prefetched_bytes() - before, SpinningWorkers::kPrefetchBytes)
-        << "after weight " << w;
-  }
-  workers.set_weight_prefetch(false);
-  run_loop(0);
-  const int64_t stopped_at = workers.prefetched_bytes();
-  std::this_thread::sleep_for(std::chrono::microseconds(SpinningWorkers::kSpinMicroseconds));
-  EXPECT_EQ(workers.prefetched_bytes(), stopped_at);
-  workers.set_weight_prefetch(true);
-  // A loop naming no weight (attention) neither learns nor breaks the order.
-  ExpectEveryTaskOnce(8);
-  run_loop(1);
-  EXPECT_EQ(workers.NextWeightPrefetch().begin, weights[2].data());
-}
-
 }  // namespace
 }  // namespace placer::model
