@@ -14,6 +14,7 @@ set(PLACER_LOADER_FORMAT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/quantized_layout.cc
   ${CMAKE_CURRENT_LIST_DIR}/quantized_slots.cc
   ${CMAKE_CURRENT_LIST_DIR}/prequantized_config.cc
+  ${CMAKE_CURRENT_LIST_DIR}/compressed_tensors_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/prequantized_tensors.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_header.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cc
