@@ -29,14 +29,14 @@ struct Where {
 
 // A field that must be false (or absent) because placer does not implement what true means.
 inline absl::Status RequireFalse(const json& object, const Where& where, absl::string_view key,
-                          absl::string_view why) {
+                                 absl::string_view why) {
   PLACER_ASSIGN_OR_RETURN(const bool value, ReadBoolField(object, where.at(), key, false));
   if (value) return where.Error(key, why);
   return absl::OkStatus();
 }
 
 inline absl::Status ReadGroupSize(const json& object, const Where& where, absl::string_view key,
-                           PrequantizedFormat& format) {
+                                  PrequantizedFormat& format) {
   PLACER_ASSIGN_OR_RETURN(const std::int64_t group_size, ReadIntField(object, where.at(), key));
   if (group_size == -1) {
     format.group_size = 0;
@@ -52,4 +52,5 @@ inline absl::Status ReadGroupSize(const json& object, const Where& where, absl::
   format.group_size = group_size;
   return absl::OkStatus();
 }
+
 }  // namespace placer::loader::prequantized_fields
