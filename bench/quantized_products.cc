@@ -100,6 +100,12 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
           model::QuantizedLinearKernel(inputs[i], packed[s][i], {}, isa);
         }), runs);
       }
+      // The 4-bit x BF16 kernel (AVX512-BF16), which serving picks for BF16 rows where it runs.
+      if (model::UsesInt4Bf16Kernel(inputs.front(), packed[s].front(), {})) {
+        ways["int4_bf16"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt4Bf16(inputs[i], packed[s][i], {});
+        }), runs);
+      }
       // Prompt chunks: the weight unpacked into a reused buffer (the best ISA; "none" is the
       // loader's scalar unpacking), then ATen's BF16 GEMM (oneDNN).
       at::Tensor scratch;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "model/stream_prefetch.h"
 
@@ -49,47 +50,74 @@ inline float OffsetOf(const uint8_t* block) {
   return m;
 }
 
-// The codes of a quad and 16·s per lane (each 128-bit lane is one unit). Where the groups are
-// multiples of 128 inputs the quad is one load inside one block; otherwise each unit is found
-// in its own block (groups of 32, 64, 96, ...), and units past `in` are zero codes with scale 0.
-struct QuadCodes {
-  __m512i codes;
-  __m512 scale16;
+// The four products of a quad's codes with row r's arranged inputs, summed in one fixed order
+// (the same in every kernel below, so a row's bits do not depend on how its groups are found).
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"), always_inline)) inline void
+AccumulateQuad(__m512i codes, __m512 scale16, const uint32_t* x, int64_t quads, int64_t q,
+               __m512 (&acc)[R]) {
+  const __m512i mantissa = _mm512_set1_epi32(0x00780078);
+  const __m512i one = _mm512_set1_epi32(0x3F803F80);
+  // 0xEA: (a & b) | c.
+  const __m512bh w0 =
+      (__m512bh)_mm512_ternarylogic_epi32(_mm512_slli_epi32(codes, 3), mantissa, one, 0xEA);
+  const __m512bh w1 =
+      (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(codes, 1), mantissa, one, 0xEA);
+  const __m512bh w2 =
+      (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(codes, 5), mantissa, one, 0xEA);
+  const __m512bh w3 =
+      (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(codes, 9), mantissa, one, 0xEA);
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+    const uint32_t* xq = x + (r * quads + q) * kPairsPerQuad;
+    __m512 dot = _mm512_dpbf16_ps(_mm512_setzero_ps(), w0, (__m512bh)_mm512_loadu_si512(xq));
+    dot = _mm512_dpbf16_ps(dot, w1, (__m512bh)_mm512_loadu_si512(xq + 16));
+    dot = _mm512_dpbf16_ps(dot, w2, (__m512bh)_mm512_loadu_si512(xq + 32));
+    dot = _mm512_dpbf16_ps(dot, w3, (__m512bh)_mm512_loadu_si512(xq + 48));
+    acc[r] = _mm512_fmadd_ps(dot, scale16, acc[r]);
+  }
+}
+
+// Where each 32-input unit of a weight row lies: its codes' and its block's byte offsets in the
+// row. Computed once per call, so the loop over a row's units divides nothing.
+struct UnitPlace {
+  int64_t codes, block;
 };
 
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline QuadCodes LoadQuad(
-    const QuantOperands& op, const uint8_t* row, int64_t quad, bool whole_blocks) {
+std::vector<UnitPlace> UnitPlaces(const QuantOperands& op) {
   const int64_t units_per_group = op.group_size / kInputsPerUnit;
-  const int64_t first_unit = quad * 4;
-  if (whole_blocks) {
-    const int64_t g = first_unit / units_per_group;
-    const uint8_t* block = row + g * op.block_bytes;
-    const uint8_t* codes = block + kPackedBlockHeaderBytes + (first_unit - g * units_per_group) * kUnitBytes;
-    return {_mm512_loadu_si512(codes), _mm512_set1_ps(16.0f * ScaleOf(block))};
+  std::vector<UnitPlace> places(static_cast<size_t>(op.in / kInputsPerUnit));
+  for (int64_t u = 0; u < static_cast<int64_t>(places.size()); ++u) {
+    const int64_t g = u / units_per_group;
+    places[static_cast<size_t>(u)] = {
+        g * op.block_bytes + kPackedBlockHeaderBytes + (u - g * units_per_group) * kUnitBytes,
+        g * op.block_bytes};
   }
-  const int64_t units = op.in / kInputsPerUnit;
+  return places;
+}
+
+// A quad whose units lie in different blocks (groups of 32, 64, 96, ...): each 128-bit lane is
+// one unit with its own 16·s; units past `in` are zero codes with scale 0.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void GatherQuad(
+    const uint8_t* row, const UnitPlace* places, int64_t units, int64_t quad, __m512i* codes,
+    __m512* scale16) {
   __m128i lane_codes[4];
   __m128 lane_scales[4];
   for (int k = 0; k < 4; ++k) {
-    const int64_t u = first_unit + k;
+    const int64_t u = quad * 4 + k;
     if (u < units) {
-      const int64_t g = u / units_per_group;
-      const uint8_t* block = row + g * op.block_bytes;
-      lane_codes[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-          block + kPackedBlockHeaderBytes + (u - g * units_per_group) * kUnitBytes));
-      lane_scales[k] = _mm_set1_ps(16.0f * ScaleOf(block));
+      lane_codes[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + places[u].codes));
+      lane_scales[k] = _mm_set1_ps(16.0f * ScaleOf(row + places[u].block));
     } else {
       lane_codes[k] = _mm_setzero_si128();
       lane_scales[k] = _mm_setzero_ps();
     }
   }
-  __m512i codes = _mm512_castsi128_si512(lane_codes[0]);
-  __m512 scale16 = _mm512_castps128_ps512(lane_scales[0]);
+  *codes = _mm512_castsi128_si512(lane_codes[0]);
+  *scale16 = _mm512_castps128_ps512(lane_scales[0]);
   for (int k = 1; k < 4; ++k) {
-    codes = _mm512_inserti32x4(codes, lane_codes[k], k);
-    scale16 = _mm512_insertf32x4(scale16, lane_scales[k], k);
+    *codes = _mm512_inserti32x4(*codes, lane_codes[k], k);
+    *scale16 = _mm512_insertf32x4(*scale16, lane_scales[k], k);
   }
-  return {codes, scale16};
 }
 
 template <int R>
@@ -98,9 +126,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
   const int64_t quads = (op.in + kInputsPerQuad - 1) / kInputsPerQuad;
   const int64_t row_bytes = op.groups * op.block_bytes;
   const int64_t rows_ahead = std::max(kRowsAhead, StreamAheadRows(row_bytes));
+  // Groups of whole quads (128, 256, ...): a group's quads are consecutive loads after its
+  // header, and its offset term joins the row's sum while the next group's codes load.
   const bool whole_blocks = op.group_size % kInputsPerQuad == 0;
-  const __m512i mantissa = _mm512_set1_epi32(0x00780078);
-  const __m512i one = _mm512_set1_epi32(0x3F803F80);
+  const int64_t quads_per_group = op.group_size / kInputsPerQuad;
+  const std::vector<UnitPlace> places = whole_blocks ? std::vector<UnitPlace>() : UnitPlaces(op);
+  const int64_t units = op.in / kInputsPerUnit;
   const uint32_t* x = pairs + r0 * quads * kPairsPerQuad;
   const float* x_sums = op.x_group_sums + r0 * op.groups;
   float* y = op.y + r0 * op.out;
@@ -108,36 +139,41 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
     const uint8_t* row = op.w + n * row_bytes;
     const uint8_t* ahead = n + rows_ahead < op.out ? row + rows_ahead * row_bytes : row;
     __m512 acc[R];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t q = 0; q < quads; ++q) {
-      const QuadCodes quad = LoadQuad(op, row, q, whole_blocks);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + (q * kInputsPerQuad / 2)), _MM_HINT_T0);
-      // 0xEA: (a & b) | c.
-      const __m512bh w0 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_slli_epi32(quad.codes, 3),
-                                                               mantissa, one, 0xEA);
-      const __m512bh w1 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(quad.codes, 1),
-                                                               mantissa, one, 0xEA);
-      const __m512bh w2 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(quad.codes, 5),
-                                                               mantissa, one, 0xEA);
-      const __m512bh w3 = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(quad.codes, 9),
-                                                               mantissa, one, 0xEA);
-      _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
-        const uint32_t* xq = x + (r * quads + q) * kPairsPerQuad;
-        __m512 dot = _mm512_dpbf16_ps(_mm512_setzero_ps(), w0, (__m512bh)_mm512_loadu_si512(xq));
-        dot = _mm512_dpbf16_ps(dot, w1, (__m512bh)_mm512_loadu_si512(xq + 16));
-        dot = _mm512_dpbf16_ps(dot, w2, (__m512bh)_mm512_loadu_si512(xq + 32));
-        dot = _mm512_dpbf16_ps(dot, w3, (__m512bh)_mm512_loadu_si512(xq + 48));
-        acc[r] = _mm512_fmadd_ps(dot, quad.scale16, acc[r]);
-      }
-    }
     float offsets[R];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) offsets[r] = 0;
-    for (int64_t g = 0; g < op.groups; ++g) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+      acc[r] = _mm512_setzero_ps();
+      offsets[r] = 0;
+    }
+    // Each group's offset term: (m - 16·s) times the group's input sum, in group order.
+    auto add_offset = [&](int64_t g) {
       const uint8_t* block = row + g * op.block_bytes;
       const float shift = OffsetOf(block) - 16.0f * ScaleOf(block);
       _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
         offsets[r] = __builtin_fmaf(shift, x_sums[r * op.groups + g], offsets[r]);
       }
+    };
+    if (whole_blocks) {
+      for (int64_t g = 0; g < op.groups; ++g) {
+        const uint8_t* block = row + g * op.block_bytes;
+        const uint8_t* codes = block + kPackedBlockHeaderBytes;
+        const __m512 scale16 = _mm512_set1_ps(16.0f * ScaleOf(block));
+        for (int64_t k = 0; k < quads_per_group; ++k) {
+          const int64_t q = g * quads_per_group + k;
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + (q * kInputsPerQuad / 2)), _MM_HINT_T0);
+          AccumulateQuad<R>(_mm512_loadu_si512(codes + k * (kInputsPerQuad / 2)), scale16, x,
+                            quads, q, acc);
+        }
+        add_offset(g);
+      }
+    } else {
+      for (int64_t q = 0; q < quads; ++q) {
+        __m512i codes;
+        __m512 scale16;
+        GatherQuad(row, places.data(), units, q, &codes, &scale16);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + (q * kInputsPerQuad / 2)), _MM_HINT_T0);
+        AccumulateQuad<R>(codes, scale16, x, quads, q, acc);
+      }
+      for (int64_t g = 0; g < op.groups; ++g) add_offset(g);
     }
     const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
     _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
