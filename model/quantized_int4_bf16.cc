@@ -19,7 +19,6 @@
 #include <cstring>
 #include <vector>
 
-#include "model/stream_prefetch.h"
 
 namespace placer::model {
 namespace {
@@ -125,7 +124,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
     const QuantOperands& op, const uint32_t* pairs, int64_t r0, int64_t n0, int64_t n1) {
   const int64_t quads = (op.in + kInputsPerQuad - 1) / kInputsPerQuad;
   const int64_t row_bytes = op.groups * op.block_bytes;
-  const int64_t rows_ahead = std::max(kRowsAhead, StreamAheadRows(row_bytes));
+  const int64_t rows_ahead = std::max(kRowsAhead, op.stream_rows_ahead);
   // Groups of whole quads (128, 256, ...): a group's quads are consecutive loads after its
   // header, and its offset term joins the row's sum while the next group's codes load.
   const bool whole_blocks = op.group_size % kInputsPerQuad == 0;

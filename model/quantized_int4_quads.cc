@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -36,7 +35,7 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void RowSu
     const QuantOperands& op, const float* quads, int64_t n, __m512 (&sums)[R]) {
   const int64_t row_bytes = op.groups * op.block_bytes;
   const uint8_t* row = op.w + n * row_bytes;
-  const int64_t rows_ahead = std::max(kRowsAhead, StreamAheadRows(row_bytes));
+  const int64_t rows_ahead = std::max(kRowsAhead, op.stream_rows_ahead);
   const uint8_t* ahead = n + rows_ahead < op.out ? row + rows_ahead * row_bytes : row;
   const int64_t quads_per_group = op.group_size / kInputsPerQuad;
   const __m512 code_values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);

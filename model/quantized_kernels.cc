@@ -31,7 +31,6 @@
 
 #include "loader/quantized_layout.h"
 #include "model/keep_in_register.h"
-#include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -64,8 +63,7 @@ inline float ScalarTailDot8(const uint8_t* codes, const float* x, int64_t c, int
 constexpr int64_t kTilesAhead = 4;
 
 inline int64_t AheadRow(const QuantOperands& op, int64_t row, int tile_rows) {
-  const int64_t rows_ahead =
-      std::max(kTilesAhead * tile_rows, StreamAheadRows(op.groups * op.block_bytes));
+  const int64_t rows_ahead = std::max<int64_t>(kTilesAhead * tile_rows, op.stream_rows_ahead);
   const int64_t ahead = row + rows_ahead;
   return ahead < op.out ? ahead : row;
 }

@@ -15,6 +15,9 @@ struct QuantOperands {
   int64_t rows, in, out;
   int bits;              // 4 or 8
   int64_t group_size, groups, block_bytes;
+  // Whole weight rows that make kStreamPrefetchBytes (StreamAheadRows), once per call: computed
+  // per output row, its division showed in the one-row kernels' profiles.
+  int64_t stream_rows_ahead;
 };
 
 void QuantizedRowsAvx512(const QuantOperands& op, int64_t n0, int64_t n1);

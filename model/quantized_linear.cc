@@ -15,6 +15,7 @@
 #include "model/quantized_unpack.h"
 #include "model/quantized_vnni.h"
 #include "model/spinning_workers.h"
+#include "model/stream_prefetch.h"
 #include "model/tensor_ops.h"
 
 namespace placer::model {
@@ -211,7 +212,8 @@ at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const
                          layout.bits,
                          layout.group_size,
                          groups,
-                         layout.block_bytes()};
+                         layout.block_bytes(),
+                         StreamAheadRows(groups * layout.block_bytes())};
   prepare(op);
   const int64_t tasks = (layout.out + kOutputsPerTask - 1) / kOutputsPerTask;
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
