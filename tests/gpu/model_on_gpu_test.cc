@@ -11,6 +11,7 @@
 #include "loader/checkpoint.h"
 #include "model/causal_lm.h"
 #include "tests/gpu/gpu_skip.h"
+#include "tests/model/model_checks.h"
 
 namespace placer::model {
 namespace {
@@ -20,6 +21,7 @@ using loader::DType;
 using placement::Device;
 using runtime::MemoryKind;
 using runtime::RuntimePlan;
+using model_checks::WorstRowRelativeError;
 
 class ModelOnGpu : public ::testing::Test {
  protected:
@@ -89,24 +91,6 @@ class ModelOnGpu : public ::testing::Test {
     EXPECT_TRUE(logits.ok()) << logits.status();
     return logits.ok() ? *std::move(logits) : Logits{};
   }
-  // Largest |want - got| relative to the largest |want| of its row.
-  static double WorstRelativeError(const Logits& want, const Logits& got) {
-    EXPECT_EQ(got.shape, want.shape);
-    if (got.shape != want.shape || want.shape.size() != 2) return 1e9;
-    const int64_t vocab = want.shape[1];
-    double worst = 0;
-    for (int64_t row = 0; row < want.shape[0]; ++row) {
-      double scale = 0, error = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double w = want.values[row * vocab + v], g = got.values[row * vocab + v];
-        scale = std::max(scale, std::abs(w));
-        error = std::max(error, std::abs(w - g));
-      }
-      worst = std::max(worst, error / std::max(scale, 1e-12));
-    }
-    return worst;
-  }
-
   const std::vector<int32_t> prompt_ = {3, 141, 59, 26, 53, 58, 97, 93, 238, 46, 26, 43, 383, 27};
   fs::path dir_;
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
@@ -118,7 +102,7 @@ TEST_F(ModelOnGpu, F32OverCudaCpuAndDiskGivesTheCpuLogits) {
   ASSERT_NE(spread.model, nullptr);
   EXPECT_GT(spread.accounting->Used("cuda:0", MemoryKind::kWeights), 0u) << "weights on the GPU";
   for (int pass = 0; pass < 2; ++pass) {  // the second pass uses the prefetched block
-    const double worst = WorstRelativeError(want, ForwardOf(spread));
+    const double worst = WorstRowRelativeError(ForwardOf(spread), want);
     EXPECT_LT(worst, 1e-4) << "pass " << pass;
     std::printf("gpu-check: F32 cuda:0+cpu+disk vs cpu, worst relative error %.3g\n", worst);
   }
@@ -129,8 +113,8 @@ TEST_F(ModelOnGpu, Bf16OnTheGpuFollowsF32ToBf16PrecisionAndTheCpuBf16) {
   const Logits f32 = ForwardOf(Load(DType::kF32, RuntimePlan::AllOnCpu()));
   const Logits cpu_bf16 = ForwardOf(Load(DType::kBF16, RuntimePlan::AllOnCpu()));
   const Logits gpu_bf16 = ForwardOf(Load(DType::kBF16, SpreadPlan()));
-  const double vs_f32 = WorstRelativeError(f32, gpu_bf16);
-  const double vs_cpu_bf16 = WorstRelativeError(cpu_bf16, gpu_bf16);
+  const double vs_f32 = WorstRowRelativeError(gpu_bf16, f32);
+  const double vs_cpu_bf16 = WorstRowRelativeError(gpu_bf16, cpu_bf16);
   // As tests/model/compute_dtype_test.cc: a few layers of BF16 rounding stay within a few
   // percent; computing in F32 by mistake would be bit-close to F32.
   EXPECT_LT(vs_f32, 0.05);
@@ -148,7 +132,7 @@ TEST_F(ModelOnGpu, F16ComputesOnTheGpu) {
   // F16 weights hold half of F32's bytes on the GPU: they were converted, not kept in F32.
   EXPECT_EQ(f16.accounting->Used("cuda:0", MemoryKind::kWeights) * 2,
             f32_gpu.accounting->Used("cuda:0", MemoryKind::kWeights));
-  const double worst = WorstRelativeError(f32, ForwardOf(f16));
+  const double worst = WorstRowRelativeError(ForwardOf(f16), f32);
   EXPECT_LT(worst, 0.01) << "F16 keeps 11 significant bits";
   EXPECT_GT(worst, 1e-6);
   std::printf("gpu-check: F16 on cuda:0 vs F32 cpu, worst relative error %.3g\n", worst);
@@ -165,7 +149,7 @@ TEST_F(ModelOnGpu, SlotFenceKeepsReusedStagingSlotsFromBeingOverwrittenEarly) {
     ASSERT_NE(offloaded.model, nullptr);
     double worst = 0;
     for (int pass = 0; pass < 40; ++pass) {
-      const double error = WorstRelativeError(want, ForwardOf(offloaded));
+      const double error = WorstRowRelativeError(ForwardOf(offloaded), want);
       worst = std::max(worst, error);
       ASSERT_LT(error, 1e-4) << slots << " slot(s), pass " << pass
                              << ": a block read weights staged for another block";

@@ -17,11 +17,13 @@
 #include "model/quantized_vnni.h"
 #include "placement/model_module_tree.h"
 #include "tests/model/prequantized_fixture.h"
+#include "tests/model/model_checks.h"
 
 namespace placer::model {
 namespace {
 
 using namespace prequantized_test;  // NOLINT: the fixture and its cases
+using namespace model_checks;  // NOLINT: ExpectLogitsClose, WorstRowRelativeError
 using placement::Device;
 using runtime::MemoryKind;
 
@@ -66,7 +68,7 @@ TEST_P(PrequantizedCheckpoint, LogitsEqualTheDequantizedReference) {
     auto want = reference->Forward(prompt, /*all_positions=*/true);
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
-    ExpectClose(*got, *want, absl::StrCat(length, " tokens"));
+    ExpectLogitsClose(*got, *want, absl::StrCat(length, " tokens"));
   }
 }
 
@@ -82,7 +84,7 @@ TEST_P(PrequantizedCheckpoint, Bf16ComputeFollowsTheReference) {
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
     ASSERT_EQ(got->shape, want->shape);
-    const double worst = WorstRelativeError(*got, *want);
+    const double worst = WorstRowRelativeError(*got, *want);
     // BF16 rounding of a two-layer model stays within a few percent of the largest logit; a
     // weight multiplied with its inputs in the wrong order is off by order 1.
     EXPECT_LT(worst, 0.05) << length << " tokens";
@@ -130,7 +132,7 @@ TEST_P(PrequantizedCheckpoint, Int8ActivationsStayNearTheReferenceAndBatchInvari
   ASSERT_TRUE(want.ok() && got.ok()) << got.status();
   const int64_t vocab = want->shape.back();
   ASSERT_EQ(got->shape, want->shape);
-  const double worst = WorstRelativeError(*got, *want);
+  const double worst = WorstRowRelativeError(*got, *want);
   EXPECT_LT(worst, 0.05) << "int8 activations drift past their rounding";
   EXPECT_GT(worst, 1e-6) << "bit-equal to the float reference: were activations quantized?";
   auto alone = quantized->NewSequence(static_cast<int64_t>(prompt_.size()));
@@ -201,7 +203,7 @@ TEST_P(PrequantizedCheckpoint, QuantizeLmHeadPacksTheFloatHeadAtLoad) {
     auto want = reference->Forward(prompt, /*all_positions=*/true);
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
-    ExpectClose(*got, *want, absl::StrCat(prompt.size(), " tokens, lm_head int8"));
+    ExpectLogitsClose(*got, *want, absl::StrCat(prompt.size(), " tokens, lm_head int8"));
   }
   EXPECT_NE(float_head->Forward(prompt_, true)->values, quantized->Forward(prompt_, true)->values)
       << "the head was not packed";
@@ -220,7 +222,7 @@ TEST_P(PrequantizedCheckpoint, QuantizeLmHeadPacksTheFloatHeadAtLoad) {
                 ->bytes());
   auto logits = held->Forward(prompt_, true);
   ASSERT_TRUE(logits.ok()) << logits.status();
-  ExpectClose(*logits, *quantized->Forward(prompt_, true), "lm_head int8 on cuda:0");
+  ExpectLogitsClose(*logits, *quantized->Forward(prompt_, true), "lm_head int8 on cuda:0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, PrequantizedCheckpoint, ::testing::ValuesIn(PrequantizedCases()),

@@ -92,36 +92,11 @@ class PrequantizedFixture : public ::testing::TestWithParam<PrequantizedCase> {
     return model.ok() ? *std::move(model) : nullptr;
   }
 
-  static void ExpectClose(const Logits& actual, const Logits& expected, const std::string& what) {
-    ASSERT_EQ(actual.shape, expected.shape) << what;
-    for (size_t i = 0; i < actual.values.size(); ++i) {
-      ASSERT_NEAR(actual.values[i], expected.values[i], 2e-5f * std::max(1.0f, std::abs(expected.values[i])))
-          << what << ": logit " << i;
-    }
-  }
-
   // A prompt chunk beyond the kernels' rows (dequantize + GEMM), one within them, one row.
   static std::vector<std::vector<int32_t>> ChunkPrompts() {
     std::vector<int32_t> long_prompt;
     for (int i = 0; i < 150; ++i) long_prompt.push_back((i * 37 + 5) % 300);
     return {long_prompt, {long_prompt.begin(), long_prompt.begin() + 12}, {long_prompt.front()}};
-  }
-
-  // The largest |got - want| of a row relative to that row's largest |want|, over all rows
-  // (the same shapes).
-  static double WorstRelativeError(const Logits& got, const Logits& want) {
-    const int64_t vocab = want.shape.back();
-    double worst = 0;
-    for (int64_t row = 0; row < want.shape[0]; ++row) {
-      double scale = 0, error = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double w = want.values[row * vocab + v], g = got.values[row * vocab + v];
-        scale = std::max(scale, std::abs(w));
-        error = std::max(error, std::abs(w - g));
-      }
-      worst = std::max(worst, error / scale);
-    }
-    return worst;
   }
 
   // Bytes layer `layer` holds: its linear weights packed, the rest in F32.

@@ -3,15 +3,14 @@
 // store once and read from it at the next start.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
-
 #include "tests/model/prequantized_fixture.h"
+#include "tests/model/model_checks.h"
 
 namespace placer::model {
 namespace {
 
 using namespace prequantized_test;  // NOLINT: the fixture and its cases
+using namespace model_checks;  // NOLINT: ExpectLogitsClose, StagedBytesOnWholeBlocks
 using placement::Device;
 using runtime::MemoryKind;
 
@@ -28,19 +27,11 @@ TEST_P(PrequantizedOffload, LayersOnCpuAreHeldAndStagedInTheirPackedBytes) {
   auto want = reference->Forward(prompt_, true);
   auto got = quantized->Forward(prompt_, true);
   ASSERT_TRUE(want.ok() && got.ok()) << got.status();
-  ExpectClose(*got, *want, "layer 1 staged from cpu");
+  ExpectLogitsClose(*got, *want, "layer 1 staged from cpu");
   const uint64_t packed = LayerBytes("model.layers.1");
   EXPECT_EQ(accounting->Used("cpu", MemoryKind::kWeights), packed);
-  // The stager prefetches the block again for the next pass (cyclically): a copy may be under
-  // way when the counter is read, so wait (bounded) for it to land on a whole block.
-  const auto moved_now = [&] {
-    return accounting->Transferred("cpu", "cuda:0") - prompt_.size() * sizeof(int64_t);
-  };
-  uint64_t moved = moved_now();
-  for (int i = 0; i < 500 && moved % packed != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    moved = moved_now();
-  }
+  const uint64_t moved =
+      StagedBytesOnWholeBlocks(*accounting, prompt_.size() * sizeof(int64_t), packed);
   EXPECT_GE(moved, packed);
   EXPECT_EQ(moved % packed, 0u) << moved << " bytes staged for a block of " << packed;
 }
@@ -61,7 +52,7 @@ TEST_P(PrequantizedOffload, LayersOnDiskComeFromTheOffloadStoreOnceAndAreReused)
     ASSERT_NE(quantized, nullptr);
     auto got = quantized->Forward(prompt_, true);
     ASSERT_TRUE(got.ok()) << got.status();
-    ExpectClose(*got, *want, absl::StrCat("layer 0 on disk, start ", start));
+    ExpectLogitsClose(*got, *want, absl::StrCat("layer 0 on disk, start ", start));
     ASSERT_TRUE(fs::exists(store));
     if (start == 0) written = fs::last_write_time(store);
     EXPECT_EQ(fs::last_write_time(store), written) << "the packed store is written once";

@@ -6,14 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <list>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
@@ -23,6 +21,7 @@
 #include "loader/quantized_weight.h"
 #include "loader/safetensors_writer.h"
 #include "model/causal_lm.h"
+#include "tests/model/model_checks.h"
 
 namespace placer::model {
 namespace {
@@ -31,6 +30,8 @@ namespace fs = std::filesystem;
 using placement::Device;
 using runtime::MemoryKind;
 using runtime::RuntimePlan;
+using model_checks::ExpectLogitsClose;
+using model_checks::StagedBytesOnWholeBlocks;
 
 struct Case {
   std::string name, writer_args, quantize;
@@ -113,13 +114,6 @@ class QuantizeAtLoad : public ::testing::TestWithParam<Case> {
     return model.ok() ? *std::move(model) : nullptr;
   }
 
-  static void ExpectClose(const Logits& actual, const Logits& expected, const std::string& what) {
-    ASSERT_EQ(actual.shape, expected.shape) << what;
-    for (size_t i = 0; i < actual.values.size(); ++i) {
-      ASSERT_NEAR(actual.values[i], expected.values[i], 2e-5f * std::max(1.0f, std::abs(expected.values[i])))
-          << what << ": logit " << i;
-    }
-  }
 
   bool tied() const { return checkpoint_->config().tie_word_embeddings; }
   std::string embedding_module() const {
@@ -148,7 +142,7 @@ TEST_P(QuantizeAtLoad, LogitsEqualTheDequantizedReference) {
     auto got = quantized->Forward(prompt, /*all_positions=*/true);
     auto original = unquantized->Forward(prompt, true);
     ASSERT_TRUE(want.ok() && got.ok() && original.ok());
-    ExpectClose(*got, *want, absl::StrCat(length, " tokens"));
+    ExpectLogitsClose(*got, *want, absl::StrCat(length, " tokens"));
     // The reference is not the unquantized model: the test would notice a packer that does
     // nothing.
     double drift = 0;
@@ -207,7 +201,7 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnCpuAreStagedInTheirPackedBytes) {
   auto want = reference->Forward(prompt_, true);
   auto got = quantized->Forward(prompt_, true);
   ASSERT_TRUE(want.ok() && got.ok()) << got.status();
-  ExpectClose(*got, *want, "layer 1 staged from cpu");
+  ExpectLogitsClose(*got, *want, "layer 1 staged from cpu");
   // The cpu holds layer 1 packed: its linear weights at packed size, the rest as stored.
   uint64_t packed = 0;
   const loader::ArchitectureDescription arch = loader::DescribeArchitecture(checkpoint_->config());
@@ -228,16 +222,9 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnCpuAreStagedInTheirPackedBytes) {
   }
   EXPECT_EQ(accounting->Used("cpu", MemoryKind::kWeights), packed);
   // Layer 1 staged whole in its packed bytes (for this pass, and prefetched again for the
-  // next: the stager runs cyclically); the only other bytes crossing are the token ids. The
-  // prefetch may be under way when the counter is read: wait (bounded) for a whole block.
-  const auto moved_now = [&] {
-    return accounting->Transferred("cpu", "cuda:0") - prompt_.size() * sizeof(int64_t);
-  };
-  uint64_t moved = moved_now();
-  for (int i = 0; i < 500 && moved % packed != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    moved = moved_now();
-  }
+  // next: the stager runs cyclically); the only other bytes crossing are the token ids.
+  const uint64_t moved =
+      StagedBytesOnWholeBlocks(*accounting, prompt_.size() * sizeof(int64_t), packed);
   EXPECT_GE(moved, packed);
   EXPECT_EQ(moved % packed, 0u) << moved << " bytes staged for a block of " << packed;
 }
@@ -266,7 +253,7 @@ TEST_P(QuantizeAtLoad, QuantizedBlocksOnDiskComeFromTheOffloadStoreOnceAndAreReu
       ASSERT_NE(quantized, nullptr);
       auto got = quantized->Forward(prompt_, true);
       ASSERT_TRUE(got.ok()) << got.status();
-      ExpectClose(*got, *want, absl::StrCat("layer 0 on disk, run on ", execution.Name()));
+      ExpectLogitsClose(*got, *want, absl::StrCat("layer 0 on disk, run on ", execution.Name()));
       ASSERT_TRUE(fs::exists(store));
       if (start == 0 && execution.is_gpu()) written = fs::last_write_time(store);
       EXPECT_EQ(fs::last_write_time(store), written) << "the packed store is written once";
