@@ -19,7 +19,6 @@
 #include <cstring>
 #include <vector>
 
-
 namespace placer::model {
 namespace {
 
