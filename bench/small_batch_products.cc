@@ -13,6 +13,7 @@
 #include "base/openblas_core.h"
 #include "model/causal_lm.h"
 #include "model/prompt_chunk_linear.h"
+#include "model/bf16_pairs.h"
 #include "model/bf16_tiles.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/small_batch_bf16.h"
@@ -121,6 +122,13 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2,
     if (model::PromptChunkBf16Runs()) {
       point["bf16_out_in_ms"]["prompt_chunk"] = MedianMilliseconds(each([&](size_t i) {
         model::PromptChunkLinearBf16(inputs_bf16[i], weights_bf16[i], {});
+      }), runs);
+    }
+    if (model::Bf16PairsRun()) {  // the same weights in pair order (model/bf16_pairs.h)
+      std::vector<at::Tensor> pairs;
+      for (const at::Tensor& w : weights_bf16) pairs.push_back(model::PackBf16Pairs(w));
+      point["bf16_out_in_ms"]["pairs"] = MedianMilliseconds(each([&](size_t i) {
+        model::Bf16PairLinear(inputs_bf16[i], pairs[i], {});
       }), runs);
     }
     if (model::Bf16TilesRun()) {  // the same weights in AMX tile order (model/bf16_tiles.h)

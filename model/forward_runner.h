@@ -13,7 +13,7 @@
 #include "loader/architectures/architecture.h"
 #include "loader/model_config.h"
 #include "loader/quantized_slots.h"
-#include "model/bf16_tiles.h"
+#include "model/bf16_repacker.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
 #include "model/linear_input_orders.h"
@@ -158,7 +158,7 @@ absl::StatusOr<std::unique_ptr<CausalLm>> BindDecoderOnly(
       auto runner, runtime::BlockRunner::Create(checkpoint, runtime::BlockSpecsFor(architecture),
                                                 runtime.plan, ComputeScalarType(runtime),
                                                 runtime.accounting, runtime.extra_hooks,
-                                                Bf16TileRepacker(ComputeScalarType(runtime))));
+                                                Bf16WeightRepacker(ComputeScalarType(runtime))));
   auto model = std::make_unique<Model>(checkpoint->config(), std::move(runner));
   model->set_input_orders(std::move(input_orders));
   model->set_compute_type(ComputeScalarType(runtime));

@@ -9,6 +9,7 @@
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_linear.h"
+#include "model/bf16_pairs.h"
 #include "model/bf16_tiles.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/small_batch_bf16.h"
@@ -109,8 +110,13 @@ std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector
   // only where Linear would call the same one for every weight.
   bool plain = !weights.empty();
   for (const at::Tensor& weight : weights) {
-    plain = plain && !loader::IsPackedWeight(weight) && !IsBf16TileWeight(weight);
+    plain = plain && !loader::IsPackedWeight(weight) && !IsBf16TileWeight(weight) &&
+            !IsBf16PairWeight(weight);
   }
+  // BF16 weights in pair order (Bf16PairRepacker): one parallel loop over all of them.
+  const bool pairs = !weights.empty() && std::all_of(weights.begin(), weights.end(),
+                                                     [](const at::Tensor& w) { return IsBf16PairWeight(w); });
+  if (pairs) return Bf16PairLinears(x, weights, biases);
   const auto all = [&](const auto& applies) {
     for (size_t i = 0; i < weights.size(); ++i) {
       if (!applies(weights[i], biases[i])) return false;
@@ -145,6 +151,8 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   if (loader::IsPackedWeight(weight)) return QuantizedLinear(x, weight, bias);
   // BF16 weights in AMX tile order (packed on the block's first call: Bf16TileRepacker).
   if (IsBf16TileWeight(weight)) return Bf16TileLinear(x, weight, bias);
+  // BF16 weights in pair order (AVX512-BF16 without AMX: Bf16PairRepacker).
+  if (IsBf16PairWeight(weight)) return Bf16PairLinear(x, weight, bias);
   // BF16 weights (a BF16 checkpoint served as it is): a decode step's few rows read each
   // weight once; prompt chunks to the BF16 prompt-chunk kernel with AVX512-BF16, else to
   // ATen's BF16 GEMM below.

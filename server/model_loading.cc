@@ -14,7 +14,7 @@
 #include "placement/cuda_probe.h"
 #include "placement/plan_report.h"
 #include "placement/prequantized_summary.h"
-#include "model/bf16_tiles.h"
+#include "model/bf16_repacker.h"
 #include "model/causal_lm.h"
 #include "model/quantized_vnni.h"
 #include "model/generation_defaults.h"
@@ -94,10 +94,10 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
   }
   spdlog::info("compute dtype {}: {}", std::string(loader::DTypeName(*plan.sizing.compute_dtype)),
                plan.sizing.compute_dtype_source);
-  if (*plan.sizing.compute_dtype == loader::DType::kBF16 && model::Bf16TilesRun()) {
-    spdlog::info("BF16 kernels: AMX tiles; the linear weights of layers held in host memory are "
-                 "re-laid out into tile order on each layer's first call "
-                 "(PLACER_BF16_TILES=0: vector kernels on the weights as mapped)");
+  if (*plan.sizing.compute_dtype == loader::DType::kBF16) {
+    if (const std::string note = model::Bf16WeightLayoutNote(); !note.empty()) {
+      spdlog::info("{}", note);
+    }
   }
   spdlog::info("placement plan:\n{}", placement::PlanToTable(plan));
   if (const auto& prequantized = checkpoint->config().quantization) {
