@@ -255,18 +255,6 @@ at::Tensor Bf16PairLinear(const at::Tensor& x, const at::Tensor& pairs, const at
   return Bf16PairLinears(x, {pairs}, {bias})[0];
 }
 
-runtime::WeightRepacker Bf16PairRepacker(at::ScalarType compute) {
-  if (compute != at::kBFloat16 || !Bf16PairsRun()) return nullptr;
-  return [](const runtime::BlockTensor& slot, const at::Tensor& weight) {
-    const bool out_in = slot.linear == loader::LinearWeight::kOutIn || slot.lm_head;
-    if (!out_in || weight.scalar_type() != at::kBFloat16 || weight.dim() != 2 ||
-        !weight.is_contiguous() || !Bf16PairShapeFits(weight.size(0), weight.size(1))) {
-      return at::Tensor();
-    }
-    return PackBf16Pairs(weight);
-  };
-}
-
 }  // namespace placer::model
 
 #pragma GCC diagnostic pop

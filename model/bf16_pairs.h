@@ -26,8 +26,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/repack_resident_weights_hook.h"
-
 namespace placer::model {
 
 // The CPU has AVX512-BF16 (with AVX-512F and BW) and PLACER_BF16_PAIRS is not "0" in the
@@ -64,10 +62,5 @@ at::Tensor Bf16PairLinear(const at::Tensor& x, const at::Tensor& pairs, const at
 // Result i is bit for bit Bf16PairLinear(x, weights[i], biases[i]).
 std::vector<at::Tensor> Bf16PairLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                         const std::vector<at::Tensor>& biases);
-
-// For runtime::BlockRunner: when the compute dtype is BF16 and Bf16PairsRun, packs the [out, in]
-// BF16 linear weights of blocks run in host memory (decoder layers' and an untied lm_head's)
-// whose shape fits; null otherwise (every weight stays as bound).
-runtime::WeightRepacker Bf16PairRepacker(at::ScalarType compute);
 
 }  // namespace placer::model

@@ -4,6 +4,32 @@
 #include "model/bf16_tiles.h"
 
 namespace placer::model {
+namespace {
+
+// Packs the [out, in] BF16 linear weights whose shape `fits`; leaves every other slot as bound.
+runtime::WeightRepacker LinearRepacker(bool (*fits)(int64_t out, int64_t in),
+                                       at::Tensor (*pack)(const at::Tensor& weight)) {
+  return [fits, pack](const runtime::BlockTensor& slot, const at::Tensor& weight) {
+    const bool out_in = slot.linear == loader::LinearWeight::kOutIn || slot.lm_head;
+    if (!out_in || weight.scalar_type() != at::kBFloat16 || weight.dim() != 2 ||
+        !weight.is_contiguous() || !fits(weight.size(0), weight.size(1))) {
+      return at::Tensor();
+    }
+    return pack(weight);
+  };
+}
+
+}  // namespace
+
+runtime::WeightRepacker Bf16TileRepacker(at::ScalarType compute) {
+  if (compute != at::kBFloat16 || !Bf16TilesRun()) return nullptr;
+  return LinearRepacker(&Bf16TileShapeFits, &PackBf16Tiles);
+}
+
+runtime::WeightRepacker Bf16PairRepacker(at::ScalarType compute) {
+  if (compute != at::kBFloat16 || !Bf16PairsRun()) return nullptr;
+  return LinearRepacker(&Bf16PairShapeFits, &PackBf16Pairs);
+}
 
 runtime::WeightRepacker Bf16WeightRepacker(at::ScalarType compute) {
   if (runtime::WeightRepacker tiles = Bf16TileRepacker(compute)) return tiles;

@@ -278,19 +278,3 @@ at::Tensor Bf16TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at
 }
 
 }  // namespace placer::model
-
-namespace placer::model {
-
-runtime::WeightRepacker Bf16TileRepacker(at::ScalarType compute) {
-  if (compute != at::kBFloat16 || !Bf16TilesRun()) return nullptr;
-  return [](const runtime::BlockTensor& slot, const at::Tensor& weight) {
-    const bool out_in = slot.linear == loader::LinearWeight::kOutIn || slot.lm_head;
-    if (!out_in || weight.scalar_type() != at::kBFloat16 || weight.dim() != 2 ||
-        !weight.is_contiguous() || !Bf16TileShapeFits(weight.size(0), weight.size(1))) {
-      return at::Tensor();
-    }
-    return PackBf16Tiles(weight);
-  };
-}
-
-}  // namespace placer::model

@@ -27,8 +27,6 @@
 
 #include <cstdint>
 
-#include "runtime/repack_resident_weights_hook.h"
-
 namespace placer::model {
 
 // The CPU has AMX-TILE and AMX-BF16 and Linux lets this process use the tile data
@@ -55,11 +53,6 @@ bool IsBf16TileWeight(const at::Tensor& tensor);
 // the weight into a reused buffer for ATen's BF16 GEMM (oneDNN), which reuses each weight
 // across more rows (`placer-bench-model products`: 20 vs 17 ms at 64 rows, 68 vs 29 at 256).
 inline constexpr int64_t kMostTileRows = 64;
-
-// For runtime::BlockRunner: when the compute dtype is BF16 and Bf16TilesRun, packs the [out, in]
-// BF16 linear weights of blocks run in host memory (decoder layers' and an untied lm_head's)
-// whose shape fits; null otherwise (every weight stays as bound).
-runtime::WeightRepacker Bf16TileRepacker(at::ScalarType compute);
 
 // x [..., in] (BF16, CPU) @ weight^T + bias (undefined, or BF16 / float32 [out]) -> BF16
 // [..., out], any number of rows (16 at a time, up to kMostTileRows). Requires Bf16TilesRun and IsBf16TileWeight;
