@@ -188,11 +188,16 @@ at::Tensor PackBf16Pairs(const at::Tensor& weight) {
   at::Tensor pairs = loader::HugePageZeros({groups, k_pairs, kGroup, 2}, at::kBFloat16);
   const auto* from = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
   auto* to = reinterpret_cast<uint32_t*>(pairs.data_ptr<at::BFloat16>());
+  // Row by row: each weight row is read in order, and a group's pairs (in / 2 x 128 bytes) stay
+  // in cache while its 32 rows are written in. (Pair by pair, the 32 reads of each pair are a
+  // row apart, often a multiple of 4 KiB, and kept evicting one another: the ~1.1B model's
+  // first request took 3.5 s against 0.4 unpacked.)
   RunParallel(groups, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
-      for (int64_t kp = 0; kp < k_pairs; ++kp) {
-        uint32_t* block = to + (g * k_pairs + kp) * kGroup;
-        for (int64_t o = 0; o < kGroup; ++o) block[o] = LoadPair(from + (g * kGroup + o) * in + 2 * kp);
+      uint32_t* group = to + g * k_pairs * kGroup;
+      for (int64_t o = 0; o < kGroup; ++o) {
+        const uint16_t* row = from + (g * kGroup + o) * in;
+        for (int64_t kp = 0; kp < k_pairs; ++kp) group[kp * kGroup + o] = LoadPair(row + 2 * kp);
       }
     }
   });
