@@ -14,7 +14,6 @@
 
 #include "loader/huge_page_tensor.h"
 #include "model/bf16_rounding.h"
-#include "model/prompt_chunk_bf16.h"
 #include "model/spinning_workers.h"
 
 namespace placer::model {
@@ -24,6 +23,7 @@ constexpr int64_t kGroup = 32;          // outputs per group: two 16-lane stripe
 constexpr int64_t kPairBytes = kGroup * 2 * sizeof(uint16_t);  // one input pair of a group
 constexpr int64_t kGroupsPerTask = 2;   // 64 outputs, as the [out, in] kernels' tasks
 constexpr int kRowsPerPass = 8;         // 16 accumulators; the rest of the registers for loads
+constexpr int64_t kRowsPerLoop = 64;    // rows whose inputs (64 x in x 2 bytes) a loop keeps in cache
 // How far ahead of its loads a pass prefetches its own weight stream. A standalone pass over
 // 150 MB (one thread, the 2-vCPU Zen 4 EPYC): 8 rows took 19-21 ms with the hardware
 // prefetchers alone, 8.9-9.5 ms prefetching every line 2-8 KiB ahead (one row: ~9 ms either
@@ -123,40 +123,6 @@ void CheckOperands(const at::Tensor& x, const at::Tensor& pairs, const at::Tenso
               bias.defined() ? bias.sizes() : at::IntArrayRef{});
 }
 
-// Unpacks into `weight`, resized to [out, in] (a buffer reused between calls).
-void UnpackBf16PairsInto(const at::Tensor& pairs, at::Tensor& weight) {
-  TORCH_CHECK(IsBf16PairWeight(pairs), "UnpackBf16Pairs: not a weight in pair order: ",
-              pairs.scalar_type(), " ", pairs.sizes());
-  const int64_t groups = pairs.size(0), k_pairs = pairs.size(1), in = 2 * k_pairs;
-  if (!weight.defined()) weight = at::empty({0}, pairs.options());
-  weight.resize_({groups * kGroup, in});
-  const auto* from = reinterpret_cast<const uint32_t*>(pairs.data_ptr<at::BFloat16>());
-  auto* to = reinterpret_cast<uint16_t*>(weight.data_ptr<at::BFloat16>());
-  RunParallel(groups, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) {
-      for (int64_t kp = 0; kp < k_pairs; ++kp) {
-        const uint32_t* block = from + (g * k_pairs + kp) * kGroup;
-        for (int64_t o = 0; o < kGroup; ++o) {
-          std::memcpy(to + (g * kGroup + o) * in + 2 * kp, block + o, sizeof(uint32_t));
-        }
-      }
-    }
-  });
-}
-
-// Past kMostPairRows: the weight unpacked into a buffer kept for the next call, for the
-// prompt-chunk kernel (or ATen's BF16 GEMM beyond the chunk sizes where that kernel pays).
-at::Tensor LongChunkLinear(const at::Tensor& flat, const at::Tensor& pairs, const at::Tensor& bias,
-                           int64_t rows) {
-  thread_local at::Tensor unpacked;
-  UnpackBf16PairsInto(pairs, unpacked);
-  if (PromptChunkBf16Runs() && PromptChunkBf16Takes(rows)) {
-    return PromptChunkLinearBf16(flat, unpacked, bias);
-  }
-  return bias.defined() ? at::linear(flat, unpacked, bias.to(at::kBFloat16))
-                        : at::linear(flat, unpacked);
-}
-
 }  // namespace
 
 bool Bf16PairsRun() {
@@ -205,8 +171,20 @@ at::Tensor PackBf16Pairs(const at::Tensor& weight) {
 }
 
 at::Tensor UnpackBf16Pairs(const at::Tensor& pairs) {
-  at::Tensor weight;
-  UnpackBf16PairsInto(pairs, weight);
+  TORCH_CHECK(IsBf16PairWeight(pairs), "UnpackBf16Pairs: not a weight in pair order: ",
+              pairs.scalar_type(), " ", pairs.sizes());
+  const int64_t groups = pairs.size(0), k_pairs = pairs.size(1), in = 2 * k_pairs;
+  at::Tensor weight = at::empty({groups * kGroup, in}, pairs.options());
+  const auto* from = reinterpret_cast<const uint32_t*>(pairs.data_ptr<at::BFloat16>());
+  auto* to = reinterpret_cast<uint16_t*>(weight.data_ptr<at::BFloat16>());
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t o = 0; o < kGroup; ++o) {
+      uint16_t* row = to + (g * kGroup + o) * in;
+      for (int64_t kp = 0; kp < k_pairs; ++kp) {
+        std::memcpy(row + 2 * kp, from + (g * k_pairs + kp) * kGroup + o, sizeof(uint32_t));
+      }
+    }
+  }
   return weight;
 }
 
@@ -218,14 +196,6 @@ std::vector<at::Tensor> Bf16PairLinears(const at::Tensor& x, const std::vector<a
   const int64_t in = x.size(-1);
   const int64_t rows = in > 0 ? flat.numel() / in : 0;
   std::vector<at::Tensor> ys;
-  if (rows > kMostPairRows) {
-    for (size_t i = 0; i < weights.size(); ++i) {
-      std::vector<int64_t> shape = x.sizes().vec();
-      shape.back() = OutputsOf(weights[i]);
-      ys.push_back(LongChunkLinear(flat.view({rows, in}), weights[i], biases[i], rows).view(shape));
-    }
-    return ys;
-  }
   std::vector<PairOperands> ops;
   std::vector<at::Tensor> biases32;
   std::vector<int64_t> task_starts = {0};  // weight i's tasks start at task_starts[i]
@@ -242,17 +212,26 @@ std::vector<at::Tensor> Bf16PairLinears(const at::Tensor& x, const std::vector<a
     const int64_t groups = weights[i].size(0);
     task_starts.push_back(task_starts.back() + (groups + kGroupsPerTask - 1) / kGroupsPerTask);
   }
-  if (rows == 0) return ys;
-  RunParallel(task_starts.back(), [&](int64_t begin, int64_t end) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const int64_t first = std::max(begin, task_starts[i]);
-      const int64_t last = std::min(end, task_starts[i + 1]);
-      if (first >= last) continue;
-      const int64_t groups = ops[i].out / kGroup;
-      Groups(ops[i], (first - task_starts[i]) * kGroupsPerTask,
-             std::min(groups, (last - task_starts[i]) * kGroupsPerTask));
+  // Long prompt chunks kRowsPerLoop rows at a time: a loop's rows stay in cache while every
+  // group of weights passes them (the weights are read once per loop).
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerLoop) {
+    std::vector<PairOperands> chunk = ops;
+    for (PairOperands& op : chunk) {
+      op.x += r0 * in;
+      op.y += r0 * op.out;
+      op.rows = std::min(kRowsPerLoop, rows - r0);
     }
-  });
+    RunParallel(task_starts.back(), [&](int64_t begin, int64_t end) {
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        const int64_t first = std::max(begin, task_starts[i]);
+        const int64_t last = std::min(end, task_starts[i + 1]);
+        if (first >= last) continue;
+        const int64_t groups = chunk[i].out / kGroup;
+        Groups(chunk[i], (first - task_starts[i]) * kGroupsPerTask,
+               std::min(groups, (last - task_starts[i]) * kGroupsPerTask));
+      }
+    });
+  }
   return ys;
 }
 

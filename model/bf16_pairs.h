@@ -17,7 +17,7 @@
 // Each output is one float32 chain over its input pairs in order (the instruction adds a pair's
 // two products to the chain), then + bias and one rounding to BF16: it depends only on its
 // weight row and input row, so a row's result is the same alone, batched, or in a prompt chunk
-// of up to kMostPairRows rows. The sums are not bit for bit the [out, in] kernels', so a packed
+// of any length. The sums are not bit for bit the [out, in] kernels', so a packed
 // weight takes this path for good; blocks not held in host memory keep their weights as bound.
 #pragma once
 
@@ -41,19 +41,17 @@ inline bool Bf16PairShapeFits(int64_t out, int64_t in) {
 // pages when large: loader/huge_page_tensor.h), packed on the calling thread and the
 // SpinningWorkers.
 at::Tensor PackBf16Pairs(const at::Tensor& weight);
-// The inverse: [out, in] BF16, contiguous (tests, and prompt chunks past kMostPairRows).
+// The inverse: [out, in] BF16, contiguous (tests).
 at::Tensor UnpackBf16Pairs(const at::Tensor& pairs);
 
 // A CPU BF16 tensor in pair order (PackBf16Pairs' shape, contiguous).
 bool IsBf16PairWeight(const at::Tensor& tensor);
 
-// Rows up to which Bf16PairLinear runs on the pairs (8 at a time, each group of weights read
-// from memory once and from cache for the next 8); past them the weight is unpacked into a
-// reused buffer for the BF16 prompt-chunk kernel (prompt_chunk_bf16.h).
-inline constexpr int64_t kMostPairRows = 64;
-
 // x [..., in] (BF16, CPU) @ weight^T + bias (undefined, or BF16 / float32 [out]) -> BF16
-// [..., out], any number of rows. Requires Bf16PairsRun and IsBf16PairWeight; other operands
+// [..., out], any number of rows: 8 at a time per group of weights (read from memory for the
+// first 8 and from cache for the next), 64 per parallel loop (whose inputs stay in cache; a long
+// prompt chunk reads the weights once per 64 rows). On a pass of the small preset's products
+// (2 threads) as fast as the [out, in] prompt-chunk kernel from 64 to 256 rows, faster below. Requires Bf16PairsRun and IsBf16PairWeight; other operands
 // are refused with a c10::Error naming them.
 at::Tensor Bf16PairLinear(const at::Tensor& x, const at::Tensor& pairs, const at::Tensor& bias);
 

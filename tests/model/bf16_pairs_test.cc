@@ -1,7 +1,7 @@
 // BF16 weights in pair order (model/bf16_pairs.h): the order itself, the products against a
-// float64 sum of the same BF16 products (1 to 8 rows a pass and their tails, biases, the
-// unpacked prompt-chunk path past kMostPairRows), each row bit-identical alone and batched, the
-// one-loop product of several weights bit for bit the single ones, operands refused by name;
+// float64 sum of the same BF16 products (1 to 8 rows a pass and their tails, loops of 64 rows,
+// biases), each row bit-identical alone and batched, the one-loop product of several weights
+// bit for bit the single ones, operands refused by name;
 // and in a served model, the layers held in host memory packed on their first call (only those
 // the hook promises) with logits unchanged by it and close to the [out, in] kernels'. The
 // products run where the CPU has AVX512-BF16 (skipped elsewhere: the vector kernels' tests cover
@@ -57,8 +57,9 @@ TEST(Bf16Pairs, ProductsMatchAFloat64Reference) {
            {32, 2}, {64, 34}, {96, 150}, {160, 768}, {256, 1030}}) {
     const at::Tensor w = RandomBf16({out, in}, ++seed);
     const at::Tensor pairs = PackBf16Pairs(w);
+    // 64 rows a parallel loop: 67 and 130 take two and three.
     for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{8}, int64_t{9}, int64_t{23},
-                         kMostPairRows, kMostPairRows + 3}) {
+                         int64_t{64}, int64_t{67}, int64_t{130}}) {
       for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
         SCOPED_TRACE(testing::Message() << "out " << out << " in " << in << " rows " << rows
                                         << " bias " << bias_kind);
@@ -66,20 +67,19 @@ TEST(Bf16Pairs, ProductsMatchAFloat64Reference) {
         at::Tensor bias;
         if (bias_kind == 1) bias = RandomBf16({out}, ++seed);
         if (bias_kind == 2) bias = at::randn({out});
-        // Past kMostPairRows the prompt-chunk kernel adds the bias in float32 too.
         bf16_layout_checks::ExpectMatchesFloat64(Bf16PairLinear(x, pairs, bias), x, w, bias);
       }
     }
   }
 }
 
-TEST(Bf16Pairs, ARowIsTheSameAloneAndInAnyBatchUpToThePairRows) {
+TEST(Bf16Pairs, ARowIsTheSameAloneAndInAnyBatch) {
   SKIP_WITHOUT_AVX512_BF16();
-  // 40 rows: five passes of 8; 3 groups.
+  // 70 rows: a loop of 64 (eight passes of 8) and one of 6; 3 groups.
   const at::Tensor w = RandomBf16({96, 226}, 3);
   const at::Tensor pairs = PackBf16Pairs(w);
   const at::Tensor bias = RandomBf16({96}, 4);
-  const at::Tensor x = RandomBf16({40, 226}, 5);
+  const at::Tensor x = RandomBf16({70, 226}, 5);
   bf16_layout_checks::ExpectRowsAsInTheBatch(
       [&](const at::Tensor& rows) { return Bf16PairLinear(rows, pairs, bias); }, x, 3);
 }
