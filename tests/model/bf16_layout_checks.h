@@ -62,4 +62,21 @@ inline void ExpectRowsAsInTheBatch(const std::function<at::Tensor(const at::Tens
   EXPECT_TRUE(at::equal(three_d.view({6, out}), batched.narrow(0, 0, 6)));
 }
 
+// linear(x, weight, bias) refuses, naming the operand: float32 rows, rows of the wrong width, a
+// plain [out, in] weight (its message containing `not_in_layout`), a bias of the wrong length.
+// `packed` is a [32, 64] weight in the layout.
+inline void ExpectOperandsRefused(
+    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>& linear,
+    const at::Tensor& packed, const std::string& not_in_layout) {
+  const at::Tensor rows = RandomBf16({2, 64}, 7);
+  EXPECT_NE(ErrorOf([&] { linear(at::randn({2, 64}), packed, {}); }).find("BF16 [..., 64]"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { linear(RandomBf16({2, 32}, 7), packed, {}); }).find("[..., 64]"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { linear(rows, RandomBf16({32, 64}, 8), {}); }).find(not_in_layout),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { linear(rows, packed, at::randn({31})); }).find("bias"),
+            std::string::npos);
+}
+
 }  // namespace placer::model::bf16_layout_checks
