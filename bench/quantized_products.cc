@@ -106,6 +106,12 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
           model::QuantizedLinearInt4Bf16(inputs[i], packed[s][i], {});
         }), runs);
       }
+      // The 8-bit x BF16 kernel (AVX512-BF16), likewise.
+      if (model::UsesInt8Bf16Kernel(inputs.front(), packed[s].front(), {})) {
+        ways["int8_bf16"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt8Bf16(inputs[i], packed[s][i], {});
+        }), runs);
+      }
       // Prompt chunks: the weight unpacked into a reused buffer (the best ISA; "none" is the
       // loader's scalar unpacking), then ATen's BF16 GEMM (oneDNN).
       at::Tensor scratch;

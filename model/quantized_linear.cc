@@ -12,6 +12,7 @@
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_int4_bf16.h"
 #include "model/quantized_int4_quads.h"
+#include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpack.h"
 #include "model/quantized_vnni.h"
@@ -206,6 +207,27 @@ at::Tensor QuantizedLinearInt4Bf16(const at::Tensor& x, const at::Tensor& weight
       });
 }
 
+bool UsesInt8Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!Int8Bf16KernelRuns() || x.scalar_type() != at::kBFloat16 ||
+      !QuantizedLinearApplies(x, weight, bias)) {
+    return false;
+  }
+  return Int8Bf16KernelApplies(*loader::PackedLayoutOf(weight));
+}
+
+at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& bias) {
+  TORCH_CHECK(UsesInt8Bf16Kernel(x, weight, bias),
+              "QuantizedLinearInt8Bf16: BF16 rows, a packed 8-bit host weight in groups of 64s, an "
+              "AVX512-BF16 CPU");
+  std::vector<uint32_t> pairs;
+  return RunPackedProduct(
+      x, weight, bias, [&](const QuantOperands& op) { ArrangeInt8Bf16Inputs(op, &pairs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedRowsInt8Bf16(op, pairs.data(), n0, n1);
+      });
+}
+
 void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
                            at::Tensor& scratch) {
   const std::optional<loader::PackedLayout> found = loader::PackedLayoutOf(weight);
@@ -280,6 +302,7 @@ at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const 
   if (rows >= 1 && QuantizedLinearApplies(x, weight, bias) &&
       rows <= QuantizedLinearMaxRows(isa, *loader::PackedLayoutOf(weight), x.scalar_type())) {
     if (UsesInt4Bf16Kernel(x, weight, bias)) return QuantizedLinearInt4Bf16(x, weight, bias);
+    if (UsesInt8Bf16Kernel(x, weight, bias)) return QuantizedLinearInt8Bf16(x, weight, bias);
     return QuantizedLinearKernel(x, weight, bias, isa);
   }
   if (!weight.device().is_cpu()) {

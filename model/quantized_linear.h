@@ -72,6 +72,10 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
 bool UsesInt4Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor QuantizedLinearInt4Bf16(const at::Tensor& x, const at::Tensor& weight,
                                    const at::Tensor& bias);
+// The same for 8-bit weights in groups of a multiple of 64 inputs (quantized_int8_bf16.h).
+bool UsesInt8Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& bias);
 
 // The whole weight unpacked into `scratch` (resized; dtype float32 or BF16) by `isa`'s
 // unpacking (quantized_unpack.h; kNone: the loader's scalar one) on the kernels' helper threads:
@@ -86,8 +90,9 @@ void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, Quant
 at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
-// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, else DetectQuantIsa's), else the weight
-// dequantized into the calling thread's scratch buffer and ATen's linear.
+// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's or UsesInt8Bf16Kernel's, else
+// DetectQuantIsa's), else the weight dequantized into the calling thread's scratch buffer and
+// ATen's linear.
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace placer::model

@@ -1,0 +1,195 @@
+// The 8-bit x BF16 kernel (vdpbf16ps over each code's two nibbles turned into BF16 numbers in
+// registers) against float64 products of the exactly dequantized weight and the BF16 inputs:
+// one group per output row and groups of 64, 128 and 192, every code value (-128 and 127
+// included), odd outputs, 1-16 rows, BF16 / float32 / no bias, blocks with offsets (as GPTQ's
+// zero points store them); each row bit-identical alone and in any batch; QuantizedLinear sending
+// BF16 decode rows of 8-bit weights there, and nothing else.
+#include "model/quantized_int8_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "loader/quantized_weight.h"
+#include "model/quantized_linear.h"
+#include "tests/model/seeded_tensors.h"
+
+namespace placer::model {
+namespace {
+
+using loader::kPackedBlockHeaderBytes;
+using loader::PackedLayout;
+
+// --quantize int8's packing of random weights (symmetric: every offset 0), then, when
+// `with_offsets`, each block's offset set to a random multiple of its scale (m = -z·s, as a zero
+// point z stores it) so the kernel's offset term is exercised.
+at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed, bool with_offsets) {
+  const at::Tensor w = SeededRandn({out, in}, seed);
+  absl::StatusOr<at::Tensor> packed =
+      loader::QuantizeLinearWeight(w, PackedLayout{8, out, in, group}, "w");
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  if (!with_offsets) return *packed;
+  const at::Tensor zero_points = SeededRandn({out * (in / group)}, seed + 1).mul(40).round();
+  auto* bytes = static_cast<uint8_t*>(packed->data_ptr());
+  const int64_t block_bytes = PackedLayout{8, out, in, group}.block_bytes();
+  for (int64_t b = 0; b < out * (in / group); ++b) {
+    uint8_t* block = bytes + b * block_bytes;
+    float scale;
+    std::memcpy(&scale, block, sizeof(float));
+    const float offset = -zero_points[b].item<float>() * scale;
+    std::memcpy(block + sizeof(float), &offset, sizeof(float));
+  }
+  return *packed;
+}
+
+// Every int8 code in order, repeated along each row, with the block's scale and offset kept.
+at::Tensor WithEveryCode(at::Tensor packed, int64_t out, int64_t in, int64_t group) {
+  const int64_t block_bytes = PackedLayout{8, out, in, group}.block_bytes();
+  auto* bytes = static_cast<uint8_t*>(packed.data_ptr());
+  for (int64_t b = 0; b < out * (in / group); ++b) {
+    for (int64_t i = 0; i < group; ++i) {
+      bytes[b * block_bytes + kPackedBlockHeaderBytes + i] = static_cast<uint8_t>((b * 7 + i) % 256);
+    }
+  }
+  return packed;
+}
+
+// Per output and input, what the kernel's float32 sums carry for that weight: the code as 400 + q
+// times |s| (up to 527 |s|), and the block's offset term |m - 400 s|.
+at::Tensor KernelTerms(const at::Tensor& packed) {
+  const PackedLayout layout = *loader::PackedLayoutOf(packed);
+  at::Tensor terms = at::empty({layout.out, layout.groups()}, at::kDouble);
+  const auto* bytes = static_cast<const uint8_t*>(packed.data_ptr());
+  for (int64_t b = 0; b < layout.out * layout.groups(); ++b) {
+    float scale, offset;
+    std::memcpy(&scale, bytes + b * layout.block_bytes(), sizeof(float));
+    std::memcpy(&offset, bytes + b * layout.block_bytes() + sizeof(float), sizeof(float));
+    terms.view({-1})[b] = 927.0 * std::fabs(scale) + std::fabs(offset);
+  }
+  return terms.repeat_interleave(layout.group_size, 1);
+}
+
+// |y - y64| within one BF16 rounding of y64 plus a few float32 roundings of the terms the kernel
+// sums (KernelTerms times |x|).
+void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
+                          const at::Tensor& bias) {
+  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+  const at::Tensor x64 = x.to(at::kDouble);
+  at::Tensor reference = at::matmul(x64, w64.t());
+  if (bias.defined()) reference = reference + bias.to(at::kDouble);
+  const at::Tensor magnitude = at::matmul(x64.abs(), KernelTerms(packed).t());
+  const at::Tensor error = (y.to(at::kDouble) - reference).abs();
+  const at::Tensor allowed = reference.abs() * std::ldexp(1.0, -8) + magnitude * 2e-6;
+  ASSERT_TRUE(at::all(error <= allowed).item<bool>())
+      << "worst error " << (error - allowed).max().item<double>() << " beyond the tolerance";
+}
+
+class Int8Bf16 : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Int8Bf16KernelRuns()) GTEST_SKIP() << "this CPU lacks AVX-512 BF16";
+  }
+};
+
+TEST_F(Int8Bf16, ProductsMatchAFloat64Reference) {
+  struct Shape {
+    int64_t out, in, group;
+  };
+  const Shape shapes[] = {{1, 64, 64},    {3, 128, 64},   {65, 192, 192}, {7, 256, 128},
+                          {130, 768, 768}, {17, 384, 128}, {2, 2048, 2048}, {33, 320, 64}};
+  int seed = 1;
+  for (const Shape& shape : shapes) {
+    for (bool with_offsets : {false, true}) {
+      const at::Tensor packed = Pack(shape.out, shape.in, shape.group, ++seed, with_offsets);
+      for (int64_t rows : {1, 2, 5, 8, 9, 16}) {
+        for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
+          SCOPED_TRACE(testing::Message() << "out " << shape.out << " in " << shape.in << " group "
+                                          << shape.group << " offsets " << with_offsets << " rows "
+                                          << rows << " bias " << bias_kind);
+          const at::Tensor x = SeededRandn({rows, shape.in}, ++seed).to(at::kBFloat16);
+          at::Tensor bias;
+          if (bias_kind > 0) bias = SeededRandn({shape.out}, ++seed);
+          if (bias_kind == 2) bias = bias.to(at::kBFloat16);
+          ASSERT_TRUE(UsesInt8Bf16Kernel(x, packed, bias));
+          const at::Tensor y = QuantizedLinearInt8Bf16(x, packed, bias);
+          ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
+          ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+          ExpectMatchesFloat64(y, x, packed, bias);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Int8Bf16, EveryCodeValueIsTakenApartExactly) {
+  // Each of the 256 codes at every position of a 64-input chunk (rows shift the pattern), and
+  // one-hot inputs: each output is then one weight times one input, which the float64 reference
+  // gives exactly; a wrong nibble or sign anywhere shows.
+  const int64_t out = 37, in = 256;
+  for (bool with_offsets : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "offsets " << with_offsets);
+    const at::Tensor packed = WithEveryCode(Pack(out, in, 128, 3, with_offsets), out, in, 128);
+    // Row i of x picks input i: y[i][n] is w[n][i] / 2, within ~1e-6 of 927 |s| + |m| (a wrong
+    // nibble is off by at least |s| / 2).
+    const at::Tensor x = at::eye(in).mul(0.5).to(at::kBFloat16);
+    ExpectMatchesFloat64(QuantizedLinearInt8Bf16(x, packed, at::Tensor()), x, packed, at::Tensor());
+  }
+}
+
+TEST_F(Int8Bf16, LargeAndTinyInputsStayWithinTheTolerance) {
+  // Inputs over many binades (BF16 keeps float32's exponent range) and exact zeros.
+  const at::Tensor packed = Pack(33, 256, 256, 5, true);
+  at::Tensor x = SeededRandn({4, 256}, 6) * at::pow(2.0, SeededRandn({4, 256}, 7).mul(8).round());
+  x.index_put_({at::indexing::Slice(), at::indexing::Slice(0, 256, 7)}, 0);
+  x = x.to(at::kBFloat16);
+  ExpectMatchesFloat64(QuantizedLinearInt8Bf16(x, packed, at::Tensor()), x, packed, at::Tensor());
+}
+
+TEST_F(Int8Bf16, ARowIsTheSameAloneAndInAnyBatch) {
+  for (int64_t group : {64, 384}) {
+    SCOPED_TRACE(testing::Message() << "group " << group);
+    const at::Tensor packed = Pack(301, 384, group, 8, true);
+    const at::Tensor x = SeededRandn({16, 384}, 9).to(at::kBFloat16);
+    const at::Tensor bias = SeededRandn({301}, 10).to(at::kBFloat16);
+    std::vector<at::Tensor> alone;
+    for (int64_t r = 0; r < 16; ++r) {
+      alone.push_back(QuantizedLinearInt8Bf16(x.narrow(0, r, 1), packed, bias)[0]);
+    }
+    for (int64_t batch = 2; batch <= 16; ++batch) {
+      const at::Tensor y = QuantizedLinearInt8Bf16(x.narrow(0, 0, batch), packed, bias);
+      for (int64_t r = 0; r < batch; ++r) {
+        EXPECT_TRUE(at::equal(y[r], alone[static_cast<size_t>(r)])) << "row " << r << " of " << batch;
+      }
+    }
+    // Another row before it in the call.
+    const at::Tensor pair = at::cat({x.narrow(0, 5, 1), x.narrow(0, 2, 1)});
+    EXPECT_TRUE(at::equal(QuantizedLinearInt8Bf16(pair, packed, bias)[1], alone[2]));
+  }
+}
+
+TEST_F(Int8Bf16, QuantizedLinearTakesItForBf16DecodeRowsOfEightBitWeightsOnly) {
+  const at::Tensor packed = Pack(40, 256, 256, 11, false);
+  const at::Tensor x = SeededRandn({8, 256}, 12).to(at::kBFloat16);
+  ASSERT_LE(8, QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16));
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()),
+                        QuantizedLinearInt8Bf16(x, packed, at::Tensor())));
+  // float32 rows keep the float kernels (their float32 arithmetic), 4-bit weights their own.
+  EXPECT_FALSE(UsesInt8Bf16Kernel(x.to(at::kFloat), packed, at::Tensor()));
+  absl::StatusOr<at::Tensor> int4 =
+      loader::QuantizeLinearWeight(SeededRandn({40, 256}, 13), PackedLayout{4, 40, 256, 128}, "w");
+  ASSERT_TRUE(int4.ok()) << int4.status();
+  EXPECT_FALSE(UsesInt8Bf16Kernel(x, *int4, at::Tensor()));
+  // Groups that are not multiples of 64 inputs stay with the float kernels.
+  absl::StatusOr<at::Tensor> groups_of_32 =
+      loader::QuantizeLinearWeight(SeededRandn({40, 256}, 14), PackedLayout{8, 40, 256, 32}, "w");
+  ASSERT_TRUE(groups_of_32.ok()) << groups_of_32.status();
+  EXPECT_FALSE(UsesInt8Bf16Kernel(x, *groups_of_32, at::Tensor()));
+  // A dense weight, or a mismatched input width, is not a packed product at all.
+  EXPECT_FALSE(UsesInt8Bf16Kernel(x, SeededRandn({40, 256}, 15).to(at::kBFloat16), at::Tensor()));
+  EXPECT_FALSE(UsesInt8Bf16Kernel(SeededRandn({8, 128}, 16).to(at::kBFloat16), packed, at::Tensor()));
+}
+
+}  // namespace
+}  // namespace placer::model
