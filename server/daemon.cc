@@ -25,6 +25,15 @@ bool IsLoopback(const std::string& listen) {
   const std::string host = listen.substr(0, listen.rfind(':'));
   return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
+
+// --warm-up: one token (id 0, in every vocabulary) through every block and the head, as a
+// request's first step would go; its logits are dropped.
+absl::Status WarmUp(const model::CausalLm& model) {
+  const absl::StatusOr<model::Logits> logits = model.Forward({0}, /*all_positions=*/false);
+  if (logits.ok()) return absl::OkStatus();
+  return absl::Status(logits.status().code(),
+                      absl::StrCat("--warm-up: the forward pass failed: ", logits.status().message()));
+}
 }  // namespace
 
 Daemon::Daemon(const DaemonOptions& options)
@@ -145,6 +154,18 @@ absl::Status Daemon::LoadModel() {
   } else {
     loaded = LoadServedModel(options_.model_dir, options_.placement);
   }
+  const double load_only_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  double warm_up_seconds = 0;
+  if (loaded.ok() && options_.warm_up) {
+    const auto warm_started = std::chrono::steady_clock::now();
+    if (absl::Status warmed = WarmUp(*loaded->model); warmed.ok()) {
+      warm_up_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_started).count();
+    } else {
+      loaded = warmed;
+    }
+  }
   if (!loaded.ok()) {
     ModelSnapshot failed = loading;
     failed.state = ModelState::kFailed;
@@ -157,12 +178,17 @@ absl::Status Daemon::LoadModel() {
   // the freed heap mapped, so without this the process would hold that much more RSS for its
   // whole life (bench/analysis.md).
   malloc_trim(0);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  spdlog::info("loaded {} in {:.3f}s: {}, {} parameters, {}{}", loaded->path, seconds,
+  spdlog::info("loaded {} in {:.3f}s: {}, {} parameters, {}{}", loaded->path, load_only_seconds,
                loaded->architecture, loaded->parameter_count, loaded->dtype,
                loaded->has_tokenizer ? "" : ", no tokenizer (text requests are refused)");
-  loaded->load_seconds = seconds;
+  if (options_.warm_up) {
+    spdlog::info("--warm-up: one forward pass of one token in {:.3f}s before SERVING (the first "
+                 "call's work: weights re-laid out or read in, buffers allocated)",
+                 warm_up_seconds);
+  }
+  loaded->warm_up_seconds = warm_up_seconds;
+  loaded->load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   loaded->engine = std::make_shared<model::GenerationEngine>(
       loaded->model,
       model::EngineLimits{static_cast<int>(loaded->limits.max_batch_size),

@@ -96,6 +96,11 @@ FlagParseOutcome ParseDaemonFlags(int argc, const char* const* argv) {
   app.add_flag("--prefetch,!--no-prefetch", options.placement.prefetch,
                "stage the next offloaded block's weights while the current block computes "
                "(--no-prefetch: stage each block when it is entered)");
+  app.add_flag("--warm-up,!--no-warm-up", options.warm_up,
+               "before SERVING, run one forward pass of one token, so the first request does "
+               "not pay what a model's first call does (BF16 weights re-laid out for AMX tiles "
+               "or pair order, mapped weights read in, buffers allocated): ready then means "
+               "warm, at that cost to the start");
   app.add_option("--max-stop-sequences", options.max_stop_sequences,
                  "most stop strings one Generate request may give (each at most 256 bytes)")
       ->check(CLI::Range(0, 1024));

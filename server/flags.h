@@ -34,6 +34,9 @@ struct DaemonOptions {
   // takes at most max_batch_tokens tokens; max_queue requests wait beyond that.
   int max_batch_tokens = 256;
   int max_queue = 64;
+  // Before SERVING, one forward pass of one token, so that the first request does not pay what
+  // a model's first call does (DaemonOptions' owner logs and times it).
+  bool warm_up = false;
   // Placement flags, shared with `placer plan` so both plan the same way; the model loads
   // from the plan they make.
   placement::PlacementOptions placement;

@@ -67,6 +67,7 @@ struct ModelSnapshot {
   // Live per-device memory by kind and offload traffic of the served model (set when ready).
   std::shared_ptr<const runtime::RuntimeAccounting> accounting;
   double load_seconds = 0;  // from opening the checkpoint to ready
+  double warm_up_seconds = 0;  // --warm-up's forward pass (part of load_seconds); 0 without it
 };
 
 class ModelSlot {

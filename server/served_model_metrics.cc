@@ -147,15 +147,20 @@ std::vector<prometheus::MetricFamily> ServedModelMetrics::Collect() const {
   auto load_seconds = NewFamily("placer_model_load_seconds",
                                 "Seconds from opening the checkpoint to serving it.",
                                 MetricType::Gauge);
+  auto warm_up_seconds =
+      NewFamily("placer_model_warm_up_seconds",
+                "Seconds of --warm-up's forward pass before serving (part of the load seconds).",
+                MetricType::Gauge);
   auto info = NewFamily("placer_model_info", "The served model; always 1.", MetricType::Gauge);
   if (model->state == ModelState::kReady) {
     AddSample(load_seconds, {}, model->load_seconds);
+    if (model->warm_up_seconds > 0) AddSample(warm_up_seconds, {}, model->warm_up_seconds);
     AddSample(info, {{"architecture", model->architecture}, {"dtype", model->dtype}}, 1);
   }
 
   std::vector<prometheus::MetricFamily> families;
   for (auto* family : {&total, &free, &used, &kv_blocks, &transferred, &wait, &block_compute,
-                       &load_seconds, &info}) {
+                       &load_seconds, &warm_up_seconds, &info}) {
     families.push_back(std::move(*family));
   }
   return families;

@@ -1,6 +1,7 @@
 // --dtype auto, placerd's default: a checkpoint is served in the dtype it stores (F16 as BF16
 // without a real GPU), said in GetModelInfo and the start log, and a BF16 checkpoint binds
-// without a copy: at ready its weights are mapped, not yet read.
+// without a copy: at ready its weights are mapped, not yet read, unless --warm-up has run its
+// first forward pass before ready (timed in the log and a metric, the logits unchanged).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "client/placer_client.h"
 #include "tests/e2e/daemon_process.h"
+#include "tests/e2e/exposition.h"
 
 namespace placer::testing {
 namespace {
@@ -124,6 +126,61 @@ TEST_F(DtypeAuto, ABf16CheckpointIsBoundWithoutACopy) {
   EXPECT_GT(f32.anonymous - bf16.anonymous, 1.5 * bytes)
       << "F32 converts the weights into memory of its own; auto should not: anonymous "
       << bf16.anonymous << " (auto) vs " << f32.anonymous << " (F32), weights " << bytes;
+}
+
+// --warm-up does a first call's work before ready: the weights read in from the mapping or
+// re-laid out (AMX tiles, pair order) into memory of placerd's own, timed in the start log and
+// placer_model_warm_up_seconds; the model's logits are those of a daemon without it.
+TEST_F(DtypeAuto, WarmUpReadsTheWeightsBeforeReadyAndChangesNoLogit) {
+  const fs::path dir = Write("warm", "--layers 8 --hidden 512 --heads 8 --kv-heads 4 "
+                                     "--intermediate 1408 --vocab 8000 --seed 5 --dtype BF16");
+  double bytes = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".safetensors") bytes += static_cast<double>(entry.file_size());
+  }
+  struct AtReady {
+    Residency residency;
+    std::string log, logits;
+    std::optional<double> warm_up_seconds, load_seconds;
+  };
+  auto at_ready = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> flags = {"--model", dir.string(), "--max-seq-len", "64",
+                                      "--max-batch-size", "1"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    const StartedDaemon ports = PickPorts();
+    DaemonProcess daemon(DaemonArgs(ports, flags));
+    AtReady ready;
+    EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
+    ready.residency = ResidencyOf(daemon.pid(), dir);
+    ready.warm_up_seconds = ScrapeValue(ports.metrics_port, "placer_model_warm_up_seconds");
+    ready.load_seconds = ScrapeValue(ports.metrics_port, "placer_model_load_seconds");
+    client::PlacerClient client({ports.target(), seconds(30)});
+    v1::ForwardRequest forward;
+    for (int token : {4, 8, 15, 16}) forward.add_token_ids(token);
+    auto logits = client.Forward(forward);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (logits.ok()) ready.logits = logits->logits().data();
+    ready.log = daemon.Log();
+    return ready;
+  };
+  const AtReady cold = at_ready({});
+  const AtReady warm = at_ready({"--warm-up"});
+  const double cold_held = cold.residency.mapped_checkpoint + cold.residency.anonymous;
+  const double warm_held = warm.residency.mapped_checkpoint + warm.residency.anonymous;
+  EXPECT_GT(warm_held - cold_held, 0.5 * bytes)
+      << "--warm-up should have read or re-laid out the weights before ready: mapped "
+      << warm.residency.mapped_checkpoint << " + anonymous " << warm.residency.anonymous
+      << " against " << cold.residency.mapped_checkpoint << " + " << cold.residency.anonymous
+      << " without it, weights " << bytes;
+  EXPECT_NE(warm.log.find("--warm-up: one forward pass of one token in"), std::string::npos)
+      << warm.log;
+  EXPECT_EQ(cold.log.find("--warm-up"), std::string::npos) << cold.log;
+  ASSERT_TRUE(warm.warm_up_seconds.has_value() && warm.load_seconds.has_value());
+  EXPECT_GT(*warm.warm_up_seconds, 0);
+  EXPECT_LE(*warm.warm_up_seconds, *warm.load_seconds);
+  EXPECT_FALSE(cold.warm_up_seconds.has_value());
+  ASSERT_FALSE(cold.logits.empty());
+  EXPECT_EQ(warm.logits, cold.logits) << "a warmed-up model should give the same logits";
 }
 
 }  // namespace
