@@ -16,8 +16,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
+
+#include "model/packed_bf16_kernels.h"
 
 namespace placer::model {
 namespace {
@@ -35,18 +36,6 @@ constexpr int64_t kRowsAhead = 4;
 
 // For each of the four shifts, which two inputs of a dword's group of four (j = 0) it pairs.
 constexpr int kPairedInputs[4][2] = {{0, 2}, {16, 18}, {1, 3}, {17, 19}};
-
-inline float ScaleOf(const uint8_t* block) {
-  float s;
-  std::memcpy(&s, block, sizeof(float));
-  return s;
-}
-
-inline float OffsetOf(const uint8_t* block) {
-  float m;
-  std::memcpy(&m, block + sizeof(float), sizeof(float));
-  return m;
-}
 
 // The four products of a quad's codes with row r's arranged inputs, summed in one fixed order
 // (the same in every kernel below, so a row's bits do not depend on how its groups are found).
@@ -104,7 +93,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
     const int64_t u = quad * 4 + k;
     if (u < units) {
       lane_codes[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + places[u].codes));
-      lane_scales[k] = _mm_set1_ps(16.0f * ScaleOf(row + places[u].block));
+      lane_scales[k] = _mm_set1_ps(16.0f * BlockScale(row + places[u].block));
     } else {
       lane_codes[k] = _mm_setzero_si128();
       lane_scales[k] = _mm_setzero_ps();
@@ -145,7 +134,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
     // Each group's offset term: (m - 16·s) times the group's input sum, in group order.
     auto add_offset = [&](int64_t g) {
       const uint8_t* block = row + g * op.block_bytes;
-      const float shift = OffsetOf(block) - 16.0f * ScaleOf(block);
+      const float shift = BlockOffset(block) - 16.0f * BlockScale(block);
       _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
         offsets[r] = __builtin_fmaf(shift, x_sums[r * op.groups + g], offsets[r]);
       }
@@ -154,7 +143,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
       for (int64_t g = 0; g < op.groups; ++g) {
         const uint8_t* block = row + g * op.block_bytes;
         const uint8_t* codes = block + kPackedBlockHeaderBytes;
-        const __m512 scale16 = _mm512_set1_ps(16.0f * ScaleOf(block));
+        const __m512 scale16 = _mm512_set1_ps(16.0f * BlockScale(block));
         for (int64_t k = 0; k < quads_per_group; ++k) {
           const int64_t q = g * quads_per_group + k;
           _mm_prefetch(reinterpret_cast<const char*>(ahead + (q * kInputsPerQuad / 2)), _MM_HINT_T0);
@@ -173,37 +162,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
       }
       for (int64_t g = 0; g < op.groups; ++g) add_offset(g);
     }
-    const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
-      y[r * op.out + n] = _mm512_reduce_add_ps(acc[r]) + offsets[r] + bias;
-    }
+    StoreRowOutputs<R>(acc, offsets, op.bias, y, op.out, n);
   }
 }
 
 }  // namespace
 
-bool Int4Bf16KernelRuns() {
-  static const bool runs = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-  }();
-  return runs;
-}
+bool Int4Bf16KernelRuns() { return PackedBf16KernelsRun(); }
 
 bool Int4Bf16KernelApplies(const loader::PackedLayout& layout) {
-  return layout.bits == 4 && layout.group_size > 0 && layout.group_size % kInputsPerUnit == 0 &&
-         layout.in % layout.group_size == 0;
+  return PackedInGroupsOf(layout, 4, kInputsPerUnit);
 }
 
 void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs) {
   const int64_t quads = (op.in + kInputsPerQuad - 1) / kInputsPerQuad;
   pairs->assign(static_cast<size_t>(op.rows * quads * kPairsPerQuad), 0);
-  auto bf16_bits = [](float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
-    return bits >> 16;  // exact: the value came from BF16
-  };
   for (int64_t r = 0; r < op.rows; ++r) {
     const float* x = op.x + r * op.in;
     uint32_t* out = pairs->data() + r * quads * kPairsPerQuad;
@@ -212,8 +185,8 @@ void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs
         for (int i = 0; i < 16; ++i) {
           const int64_t first = q * kInputsPerQuad + (i / 4) * kInputsPerUnit + 4 * (i % 4);
           if (first >= op.in) continue;  // a unit past the end: zeros
-          const uint32_t low = bf16_bits(x[first + kPairedInputs[shift][0]]);
-          const uint32_t high = bf16_bits(x[first + kPairedInputs[shift][1]]);
+          const uint32_t low = Bf16BitsOf(x[first + kPairedInputs[shift][0]]);
+          const uint32_t high = Bf16BitsOf(x[first + kPairedInputs[shift][1]]);
           out[q * kPairsPerQuad + shift * 16 + i] = low | (high << 16);
         }
       }
@@ -222,18 +195,9 @@ void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs
 }
 
 void QuantizedRowsInt4Bf16(const QuantOperands& op, const uint32_t* pairs, int64_t n0, int64_t n1) {
-  for (int64_t r = 0; r < op.rows; r += 8) {
-    switch (std::min<int64_t>(8, op.rows - r)) {
-      case 1: Chunk<1>(op, pairs, r, n0, n1); break;
-      case 2: Chunk<2>(op, pairs, r, n0, n1); break;
-      case 3: Chunk<3>(op, pairs, r, n0, n1); break;
-      case 4: Chunk<4>(op, pairs, r, n0, n1); break;
-      case 5: Chunk<5>(op, pairs, r, n0, n1); break;
-      case 6: Chunk<6>(op, pairs, r, n0, n1); break;
-      case 7: Chunk<7>(op, pairs, r, n0, n1); break;
-      default: Chunk<8>(op, pairs, r, n0, n1); break;
-    }
-  }
+  InPassesOfUpTo8Rows(op.rows, [&](auto rows, int64_t r) {
+    Chunk<decltype(rows)::value>(op, pairs, r, n0, n1);
+  });
 }
 
 }  // namespace placer::model

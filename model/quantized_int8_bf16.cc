@@ -17,8 +17,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
+
+#include "model/packed_bf16_kernels.h"
 
 namespace placer::model {
 namespace {
@@ -32,18 +33,6 @@ constexpr float kCodeBias = 400.0f;
 // Weight rows ahead that a row prefetches (one sequential stream per thread), at least
 // kStreamPrefetchBytes (stream_prefetch.h).
 constexpr int64_t kMinRowsAhead = 2;
-
-inline float ScaleOf(const uint8_t* block) {
-  float s;
-  std::memcpy(&s, block, sizeof(float));
-  return s;
-}
-
-inline float OffsetOf(const uint8_t* block) {
-  float m;
-  std::memcpy(&m, block + sizeof(float), sizeof(float));
-  return m;
-}
 
 // The four products of a chunk's codes with row r's arranged inputs, in one fixed order, added
 // into the row's block sum.
@@ -106,72 +95,47 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
         AccumulateChunk<R>(_mm512_loadu_si512(codes + k * kInputsPerChunk), x, chunks,
                            g * chunks_per_group + k, block_sum);
       }
-      const float scale = ScaleOf(row + block_offset);
-      const float shift = OffsetOf(row + block_offset) - kCodeBias * scale;
+      const float scale = BlockScale(row + block_offset);
+      const float shift = BlockOffset(row + block_offset) - kCodeBias * scale;
       const __m512 scales = _mm512_set1_ps(scale);
       _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
         acc[r] = _mm512_fmadd_ps(block_sum[r], scales, acc[r]);
         offsets[r] = __builtin_fmaf(shift, x_sums[r * op.groups + g], offsets[r]);
       }
     }
-    const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
-      y[r * op.out + n] = _mm512_reduce_add_ps(acc[r]) + offsets[r] + bias;
-    }
+    StoreRowOutputs<R>(acc, offsets, op.bias, y, op.out, n);
   }
 }
 
 }  // namespace
 
-bool Int8Bf16KernelRuns() {
-  static const bool runs = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-  }();
-  return runs;
-}
+bool Int8Bf16KernelRuns() { return PackedBf16KernelsRun(); }
 
 bool Int8Bf16KernelApplies(const loader::PackedLayout& layout) {
-  return layout.bits == 8 && layout.group_size > 0 && layout.group_size % kInputsPerChunk == 0 &&
-         layout.in % layout.group_size == 0;
+  return PackedInGroupsOf(layout, 8, kInputsPerChunk);
 }
 
 void ArrangeInt8Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs) {
   const int64_t chunks = op.in / kInputsPerChunk;
   pairs->resize(static_cast<size_t>(op.rows * chunks * kPairsPerChunk));
-  auto bf16_bits = [](float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
-    return bits >> 16;  // exact: the value came from BF16
-  };
   for (int64_t r = 0; r < op.rows; ++r) {
     const float* x = op.x + r * op.in;
     uint32_t* out = pairs->data() + r * chunks * kPairsPerChunk;
     for (int64_t c = 0; c < chunks; ++c) {
       const float* xc = x + c * kInputsPerChunk;
       for (int i = 0; i < 16; ++i) {
-        out[c * kPairsPerChunk + i] = bf16_bits(xc[4 * i]) | (bf16_bits(xc[4 * i + 2]) << 16);
+        out[c * kPairsPerChunk + i] = Bf16BitsOf(xc[4 * i]) | (Bf16BitsOf(xc[4 * i + 2]) << 16);
         out[c * kPairsPerChunk + 16 + i] =
-            bf16_bits(xc[4 * i + 1]) | (bf16_bits(xc[4 * i + 3]) << 16);
+            Bf16BitsOf(xc[4 * i + 1]) | (Bf16BitsOf(xc[4 * i + 3]) << 16);
       }
     }
   }
 }
 
 void QuantizedRowsInt8Bf16(const QuantOperands& op, const uint32_t* pairs, int64_t n0, int64_t n1) {
-  for (int64_t r = 0; r < op.rows; r += 8) {
-    switch (std::min<int64_t>(8, op.rows - r)) {
-      case 1: Chunk<1>(op, pairs, r, n0, n1); break;
-      case 2: Chunk<2>(op, pairs, r, n0, n1); break;
-      case 3: Chunk<3>(op, pairs, r, n0, n1); break;
-      case 4: Chunk<4>(op, pairs, r, n0, n1); break;
-      case 5: Chunk<5>(op, pairs, r, n0, n1); break;
-      case 6: Chunk<6>(op, pairs, r, n0, n1); break;
-      case 7: Chunk<7>(op, pairs, r, n0, n1); break;
-      default: Chunk<8>(op, pairs, r, n0, n1); break;
-    }
-  }
+  InPassesOfUpTo8Rows(op.rows, [&](auto rows, int64_t r) {
+    Chunk<decltype(rows)::value>(op, pairs, r, n0, n1);
+  });
 }
 
 }  // namespace placer::model

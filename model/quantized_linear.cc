@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "loader/quantized_weight.h"
+#include "model/packed_bf16_kernels.h"
 #include "model/packed_product.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
@@ -187,32 +188,42 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
       });
 }
 
+namespace {
+
+// The vdpbf16ps kernels over packed codes (packed_bf16_kernels.h): BF16 rows, a packed host
+// weight whose layout `applies` takes, a CPU that runs them.
+bool UsesPackedBf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          bool (*applies)(const loader::PackedLayout&)) {
+  return PackedBf16KernelsRun() && x.scalar_type() == at::kBFloat16 &&
+         QuantizedLinearApplies(x, weight, bias) && applies(*loader::PackedLayoutOf(weight));
+}
+
+// Inputs arranged into the kernel's pairs once per call, then the outputs on the helpers.
+at::Tensor RunPackedBf16Kernel(
+    const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+    void (*arrange)(const QuantOperands&, std::vector<uint32_t>*),
+    void (*rows)(const QuantOperands&, const uint32_t*, int64_t, int64_t)) {
+  std::vector<uint32_t> pairs;
+  return RunPackedProduct(
+      x, weight, bias, [&](const QuantOperands& op) { arrange(op, &pairs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });
+}
+
+}  // namespace
+
 bool UsesInt4Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (!Int4Bf16KernelRuns() || x.scalar_type() != at::kBFloat16 ||
-      !QuantizedLinearApplies(x, weight, bias)) {
-    return false;
-  }
-  return Int4Bf16KernelApplies(*loader::PackedLayoutOf(weight));
+  return UsesPackedBf16Kernel(x, weight, bias, Int4Bf16KernelApplies);
 }
 
 at::Tensor QuantizedLinearInt4Bf16(const at::Tensor& x, const at::Tensor& weight,
                                    const at::Tensor& bias) {
   TORCH_CHECK(UsesInt4Bf16Kernel(x, weight, bias),
               "QuantizedLinearInt4Bf16: BF16 rows, a packed 4-bit host weight, an AVX512-BF16 CPU");
-  std::vector<uint32_t> pairs;
-  return RunPackedProduct(
-      x, weight, bias, [&](const QuantOperands& op) { ArrangeInt4Bf16Inputs(op, &pairs); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt4Bf16(op, pairs.data(), n0, n1);
-      });
+  return RunPackedBf16Kernel(x, weight, bias, ArrangeInt4Bf16Inputs, QuantizedRowsInt4Bf16);
 }
 
 bool UsesInt8Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (!Int8Bf16KernelRuns() || x.scalar_type() != at::kBFloat16 ||
-      !QuantizedLinearApplies(x, weight, bias)) {
-    return false;
-  }
-  return Int8Bf16KernelApplies(*loader::PackedLayoutOf(weight));
+  return UsesPackedBf16Kernel(x, weight, bias, Int8Bf16KernelApplies);
 }
 
 at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight,
@@ -220,12 +231,7 @@ at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight
   TORCH_CHECK(UsesInt8Bf16Kernel(x, weight, bias),
               "QuantizedLinearInt8Bf16: BF16 rows, a packed 8-bit host weight in groups of 64s, an "
               "AVX512-BF16 CPU");
-  std::vector<uint32_t> pairs;
-  return RunPackedProduct(
-      x, weight, bias, [&](const QuantOperands& op) { ArrangeInt8Bf16Inputs(op, &pairs); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt8Bf16(op, pairs.data(), n0, n1);
-      });
+  return RunPackedBf16Kernel(x, weight, bias, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
 }
 
 void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,

@@ -38,6 +38,29 @@ class DtypeAuto : public ::testing::Test {
     return dir;
   }
 
+  // ~64 MB of BF16 weights.
+  fs::path WriteBig(const std::string& name, int seed) {
+    return Write(name, "--layers 8 --hidden 512 --heads 8 --kv-heads 4 --intermediate 1408 "
+                       "--vocab 8000 --dtype BF16 --seed " + std::to_string(seed));
+  }
+
+  static double SafetensorsBytes(const fs::path& dir) {
+    double bytes = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().extension() == ".safetensors") bytes += static_cast<double>(entry.file_size());
+    }
+    return bytes;
+  }
+
+  // One sequence of 64 positions at most: the KV cache stays small next to the weights.
+  static std::vector<std::string> ServeFlags(const fs::path& dir,
+                                             const std::vector<std::string>& extra) {
+    std::vector<std::string> flags = {"--model", dir.string(), "--max-seq-len", "64",
+                                      "--max-batch-size", "1"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return flags;
+  }
+
   fs::path root_;
 };
 
@@ -99,23 +122,16 @@ Residency ResidencyOf(pid_t pid, const fs::path& dir) {
   return residency;
 }
 
-// ~64 MB of BF16 weights. Served as they are, they are mapped and not read until used: at
-// ready next to none of the checkpoint is resident (the 0.1x). Forced to F32 they
-// are converted into anonymous memory twice their size.
+// BF16 weights served as they are are mapped and not read until used: at ready next to none of
+// the checkpoint is resident (the 0.1x). Forced to F32 they are converted into anonymous
+// memory twice their size.
 TEST_F(DtypeAuto, ABf16CheckpointIsBoundWithoutACopy) {
-  const fs::path dir = Write("big", "--layers 8 --hidden 512 --heads 8 --kv-heads 4 "
-                                    "--intermediate 1408 --vocab 8000 --seed 4 --dtype BF16");
-  double bytes = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().extension() == ".safetensors") bytes += static_cast<double>(entry.file_size());
-  }
+  const fs::path dir = WriteBig("big", 4);
+  const double bytes = SafetensorsBytes(dir);
   ASSERT_GT(bytes, 50.0 * (1 << 20));
   auto at_ready = [&](const std::vector<std::string>& extra) {
-    std::vector<std::string> flags = {"--model", dir.string(), "--max-seq-len", "64",
-                                      "--max-batch-size", "1"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
     const StartedDaemon ports = PickPorts();
-    DaemonProcess daemon(DaemonArgs(ports, flags));
+    DaemonProcess daemon(DaemonArgs(ports, ServeFlags(dir, extra)));
     EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
     return ResidencyOf(daemon.pid(), dir);
   };
@@ -132,23 +148,16 @@ TEST_F(DtypeAuto, ABf16CheckpointIsBoundWithoutACopy) {
 // re-laid out (AMX tiles, pair order) into memory of placerd's own, timed in the start log and
 // placer_model_warm_up_seconds; the model's logits are those of a daemon without it.
 TEST_F(DtypeAuto, WarmUpReadsTheWeightsBeforeReadyAndChangesNoLogit) {
-  const fs::path dir = Write("warm", "--layers 8 --hidden 512 --heads 8 --kv-heads 4 "
-                                     "--intermediate 1408 --vocab 8000 --seed 5 --dtype BF16");
-  double bytes = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().extension() == ".safetensors") bytes += static_cast<double>(entry.file_size());
-  }
+  const fs::path dir = WriteBig("warm", 5);
+  const double bytes = SafetensorsBytes(dir);
   struct AtReady {
     Residency residency;
     std::string log, logits;
     std::optional<double> warm_up_seconds, load_seconds;
   };
   auto at_ready = [&](const std::vector<std::string>& extra) {
-    std::vector<std::string> flags = {"--model", dir.string(), "--max-seq-len", "64",
-                                      "--max-batch-size", "1"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
     const StartedDaemon ports = PickPorts();
-    DaemonProcess daemon(DaemonArgs(ports, flags));
+    DaemonProcess daemon(DaemonArgs(ports, ServeFlags(dir, extra)));
     AtReady ready;
     EXPECT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
     ready.residency = ResidencyOf(daemon.pid(), dir);

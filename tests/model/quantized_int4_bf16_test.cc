@@ -11,6 +11,7 @@
 
 #include "loader/quantized_weight.h"
 #include "model/quantized_linear.h"
+#include "tests/model/packed_bf16_checks.h"
 #include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
@@ -26,18 +27,11 @@ at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
   return *packed;
 }
 
-// |y - y64| within one BF16 rounding of y64 plus a few float32 roundings of the sum of |terms|.
+// The kernel sums the products of the weights as they are: |w| bounds each term.
 void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
                           const at::Tensor& bias) {
-  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
-  const at::Tensor x64 = x.to(at::kDouble);
-  at::Tensor reference = at::matmul(x64, w64.t());
-  if (bias.defined()) reference = reference + bias.to(at::kDouble);
-  const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
-  const at::Tensor error = (y.to(at::kDouble) - reference).abs();
-  const at::Tensor allowed = reference.abs() * std::ldexp(1.0, -8) + magnitude * 2e-6;
-  ASSERT_TRUE(at::all(error <= allowed).item<bool>())
-      << "worst error " << (error - allowed).max().item<double>() << " beyond the tolerance";
+  packed_bf16_checks::ExpectMatchesFloat64(
+      y, x, packed, bias, loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble).abs());
 }
 
 class Int4Bf16 : public testing::Test {
@@ -91,19 +85,7 @@ TEST_F(Int4Bf16, ARowIsTheSameAloneAndInAnyBatch) {
     const at::Tensor packed = Pack(301, 384, group, 8);
     const at::Tensor x = SeededRandn({16, 384}, 9).to(at::kBFloat16);
     const at::Tensor bias = SeededRandn({301}, 10).to(at::kBFloat16);
-    std::vector<at::Tensor> alone;
-    for (int64_t r = 0; r < 16; ++r) {
-      alone.push_back(QuantizedLinearInt4Bf16(x.narrow(0, r, 1), packed, bias)[0]);
-    }
-    for (int64_t batch = 2; batch <= 16; ++batch) {
-      const at::Tensor y = QuantizedLinearInt4Bf16(x.narrow(0, 0, batch), packed, bias);
-      for (int64_t r = 0; r < batch; ++r) {
-        EXPECT_TRUE(at::equal(y[r], alone[static_cast<size_t>(r)])) << "row " << r << " of " << batch;
-      }
-    }
-    // Another row before it in the call.
-    const at::Tensor pair = at::cat({x.narrow(0, 5, 1), x.narrow(0, 2, 1)});
-    EXPECT_TRUE(at::equal(QuantizedLinearInt4Bf16(pair, packed, bias)[1], alone[2]));
+    packed_bf16_checks::ExpectRowsAloneAndInAnyBatch(QuantizedLinearInt4Bf16, x, packed, bias);
   }
 }
 

@@ -10,10 +10,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "loader/quantized_weight.h"
+#include "model/packed_bf16_kernels.h"
 #include "model/quantized_linear.h"
+#include "tests/model/packed_bf16_checks.h"
 #include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
@@ -36,9 +37,7 @@ at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed, bool with_offs
   const int64_t block_bytes = PackedLayout{8, out, in, group}.block_bytes();
   for (int64_t b = 0; b < out * (in / group); ++b) {
     uint8_t* block = bytes + b * block_bytes;
-    float scale;
-    std::memcpy(&scale, block, sizeof(float));
-    const float offset = -zero_points[b].item<float>() * scale;
+    const float offset = -zero_points[b].item<float>() * BlockScale(block);
     std::memcpy(block + sizeof(float), &offset, sizeof(float));
   }
   return *packed;
@@ -63,27 +62,15 @@ at::Tensor KernelTerms(const at::Tensor& packed) {
   at::Tensor terms = at::empty({layout.out, layout.groups()}, at::kDouble);
   const auto* bytes = static_cast<const uint8_t*>(packed.data_ptr());
   for (int64_t b = 0; b < layout.out * layout.groups(); ++b) {
-    float scale, offset;
-    std::memcpy(&scale, bytes + b * layout.block_bytes(), sizeof(float));
-    std::memcpy(&offset, bytes + b * layout.block_bytes() + sizeof(float), sizeof(float));
-    terms.view({-1})[b] = 927.0 * std::fabs(scale) + std::fabs(offset);
+    const uint8_t* block = bytes + b * layout.block_bytes();
+    terms.view({-1})[b] = 927.0 * std::fabs(BlockScale(block)) + std::fabs(BlockOffset(block));
   }
   return terms.repeat_interleave(layout.group_size, 1);
 }
 
-// |y - y64| within one BF16 rounding of y64 plus a few float32 roundings of the terms the kernel
-// sums (KernelTerms times |x|).
 void ExpectMatchesFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
                           const at::Tensor& bias) {
-  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
-  const at::Tensor x64 = x.to(at::kDouble);
-  at::Tensor reference = at::matmul(x64, w64.t());
-  if (bias.defined()) reference = reference + bias.to(at::kDouble);
-  const at::Tensor magnitude = at::matmul(x64.abs(), KernelTerms(packed).t());
-  const at::Tensor error = (y.to(at::kDouble) - reference).abs();
-  const at::Tensor allowed = reference.abs() * std::ldexp(1.0, -8) + magnitude * 2e-6;
-  ASSERT_TRUE(at::all(error <= allowed).item<bool>())
-      << "worst error " << (error - allowed).max().item<double>() << " beyond the tolerance";
+  packed_bf16_checks::ExpectMatchesFloat64(y, x, packed, bias, KernelTerms(packed));
 }
 
 class Int8Bf16 : public testing::Test {
@@ -153,19 +140,7 @@ TEST_F(Int8Bf16, ARowIsTheSameAloneAndInAnyBatch) {
     const at::Tensor packed = Pack(301, 384, group, 8, true);
     const at::Tensor x = SeededRandn({16, 384}, 9).to(at::kBFloat16);
     const at::Tensor bias = SeededRandn({301}, 10).to(at::kBFloat16);
-    std::vector<at::Tensor> alone;
-    for (int64_t r = 0; r < 16; ++r) {
-      alone.push_back(QuantizedLinearInt8Bf16(x.narrow(0, r, 1), packed, bias)[0]);
-    }
-    for (int64_t batch = 2; batch <= 16; ++batch) {
-      const at::Tensor y = QuantizedLinearInt8Bf16(x.narrow(0, 0, batch), packed, bias);
-      for (int64_t r = 0; r < batch; ++r) {
-        EXPECT_TRUE(at::equal(y[r], alone[static_cast<size_t>(r)])) << "row " << r << " of " << batch;
-      }
-    }
-    // Another row before it in the call.
-    const at::Tensor pair = at::cat({x.narrow(0, 5, 1), x.narrow(0, 2, 1)});
-    EXPECT_TRUE(at::equal(QuantizedLinearInt8Bf16(pair, packed, bias)[1], alone[2]));
+    packed_bf16_checks::ExpectRowsAloneAndInAnyBatch(QuantizedLinearInt8Bf16, x, packed, bias);
   }
 }
 
