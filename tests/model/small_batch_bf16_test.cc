@@ -6,15 +6,12 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include "tests/model/bf16_layout_checks.h"
 
 namespace placer::model {
 namespace {
 
-at::Tensor RandomBf16(std::vector<int64_t> shape, int seed) {
-  at::manual_seed(seed);
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat)).to(at::kBFloat16);
-}
+using bf16_layout_checks::RandomBf16;
 
 TEST(SmallBatchBf16, EveryRunnableIsaMatchesAFloat64Reference) {
   const std::vector<Bf16Isa> isas = RunnableBf16Isas();
@@ -32,20 +29,10 @@ TEST(SmallBatchBf16, EveryRunnableIsaMatchesAFloat64Reference) {
             if (bias_kind == 1) bias = RandomBf16({out}, ++seed);
             if (bias_kind == 2) bias = at::randn({out});
             ASSERT_TRUE(SmallBatchBf16Applies(x, w, bias));
-            const at::Tensor y = SmallBatchLinearBf16(x, w, bias, isa);
-            ASSERT_EQ(y.scalar_type(), at::kBFloat16);
-            ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
-            const at::Tensor x64 = x.to(at::kDouble);
-            const at::Tensor w64 = w.to(at::kDouble);
-            at::Tensor reference = at::matmul(x64, w64.t());
-            if (bias.defined()) reference = reference + bias.to(at::kDouble);
-            const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
-            const at::Tensor error = (y.to(at::kDouble) - reference).abs();
-            // One BF16 rounding of the result, plus float32 accumulation over `in` products.
-            const at::Tensor allowed = reference.abs() * std::ldexp(1.0, -8) + magnitude * 1e-6;
-            ASSERT_TRUE(at::all(error <= allowed).item<bool>())
-                << "in " << in << " out " << out << " rows " << rows << " bias " << bias_kind
-                << ": worst error " << (error - allowed).max().item<double>() << " beyond";
+            SCOPED_TRACE(testing::Message() << "in " << in << " out " << out << " rows " << rows
+                                            << " bias " << bias_kind);
+            bf16_layout_checks::ExpectMatchesFloat64(SmallBatchLinearBf16(x, w, bias, isa), x, w,
+                                                     bias);
           }
         }
       }
