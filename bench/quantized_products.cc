@@ -135,6 +135,13 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
       f32_ways[model::QuantIsaName(isas.front())] = MedianMilliseconds(each([&](size_t i) {
         model::QuantizedLinearKernel(f32_inputs[i], packed[s][i], {}, isas.front());
       }), runs);
+      // 4-bit codes in groups of 128s on AVX512-VNNI: the three-digit kernel QuantizedLinear
+      // takes instead (its float32-grade integer products).
+      if (model::UsesInt4DigitsKernel(f32_inputs.front(), packed[s].front(), {})) {
+        f32_ways["int4_digits"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt4Digits(f32_inputs[i], packed[s][i], {});
+        }), runs);
+      }
       f32_ways["unpack_gemm"] = MedianMilliseconds(each([&](size_t i) {
         model::UnpackQuantizedWeight(packed[s][i], at::kFloat, isas.front(), scratch);
         model::Linear(f32_inputs[i], scratch);

@@ -77,6 +77,15 @@ bool UsesInt8Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at:
 at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight,
                                    const at::Tensor& bias);
 
+// Float32 rows times 4-bit weights in groups of a multiple of 128 on AVX512-VNNI
+// (quantized_int4_digits.h): each block of 128 inputs as three signed bytes of a 24-bit
+// integer, multiplied with the codes by vpdpbusd, for any number of rows (batch invariant).
+// QuantizedLinear takes it for the rows it gives the kernels wherever UsesInt4DigitsKernel;
+// QuantizedLinearInt4Digits requires it.
+bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weight,
+                                     const at::Tensor& bias);
+
 // The whole weight unpacked into `scratch` (resized; dtype float32 or BF16) by `isa`'s
 // unpacking (quantized_unpack.h; kNone: the loader's scalar one) on the kernels' helper threads:
 // bit for bit loader::DequantizeLinearWeight(weight, dtype) on every ISA.
@@ -90,9 +99,9 @@ void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, Quant
 at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
-// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's or UsesInt8Bf16Kernel's, else
-// DetectQuantIsa's), else the weight dequantized into the calling thread's scratch buffer and
-// ATen's linear.
+// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8Bf16Kernel's or
+// UsesInt4DigitsKernel's, else DetectQuantIsa's), else the weight dequantized into the calling
+// thread's scratch buffer and ATen's linear.
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace placer::model

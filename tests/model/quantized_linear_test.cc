@@ -177,12 +177,15 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
                                       << at::toString(compute) << " max rows " << max_rows);
       ASSERT_GE(max_rows, 16);  // a decode step of --max-batch-size 8 (and twice that) stays exact
       const at::Tensor at_limit = SeededRandn({max_rows, 256}, 8).to(compute);
-      // BF16 rows go to the vdpbf16ps kernels where they run, others to the ISA's.
+      // BF16 rows go to the vdpbf16ps kernels where they run, F32 rows of 4-bit groups of 128s
+      // to the three-digit kernel where it runs, others to the ISA's.
       const at::Tensor kernels =
           UsesInt4Bf16Kernel(at_limit, packed, at::Tensor())
               ? QuantizedLinearInt4Bf16(at_limit, packed, at::Tensor())
           : UsesInt8Bf16Kernel(at_limit, packed, at::Tensor())
               ? QuantizedLinearInt8Bf16(at_limit, packed, at::Tensor())
+          : UsesInt4DigitsKernel(at_limit, packed, at::Tensor())
+              ? QuantizedLinearInt4Digits(at_limit, packed, at::Tensor())
               : QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa());
       EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()), kernels));
       const at::Tensor beyond = SeededRandn({max_rows + 1, 256}, 9).to(compute);

@@ -1,0 +1,216 @@
+// The 4-bit x three-digit kernel (quantized_int4_digits.h says what it promises).
+//
+// Codes unpack as in quantized_vnni.cc: a 64-input span's 32 payload bytes, broadcast to both
+// halves of a register and shifted right by 0 or 4, masked to 0x0F: inputs 0-15, 32-47, 16-31,
+// 48-63. The digits are stored in that order, so each int32 lane of vpdpbusd sums four products
+// of the same inputs on both sides. A 128-input block is two spans: per digit j, two vpdpbusd
+// give S_j = sum(q · d_j) exactly (|S_j| <= 128 · 15 · 128 < 2^22), read as a float by the bias
+// trick of quantized_vnni.cc (no vcvtdq2ps on the VNNI port).
+#include "model/quantized_int4_digits.h"
+
+// GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/vector_sum.h"
+
+namespace placer::model {
+namespace {
+
+using loader::kPackedBlockHeaderBytes;
+
+constexpr int64_t kSpan = 64;
+constexpr int64_t kSpansPerBlock = kDigitBlock / kSpan;
+constexpr int64_t kDigits = 3;
+constexpr int64_t kBlockDigitBytes = kDigits * kDigitBlock;
+// The largest |v|: 127 · 2^16, so that the top digit stays within [-127, 127].
+constexpr float kDigitRange = 127.0f * 65536.0f;
+// Weight rows ahead that a row prefetches (quantized_int4_bf16.cc's reason).
+constexpr int64_t kRowsAhead = 4;
+
+bool CpuRunsIt() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+float BlockFloat(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// One row's block b: digits of inputs [128 b, 128 b + 128) in the unpack order, and its step.
+__attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const float* x,
+                                                                         float group_sum,
+                                                                         int8_t* digits,
+                                                                         float* step) {
+  __m512 biggest = _mm512_setzero_ps();
+  for (int64_t i = 0; i < kDigitBlock; i += 16) {
+    biggest = _mm512_max_ps(biggest, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+  }
+  // A NaN or an infinity in the block makes its sum one: 0 · sum keeps it in the step, so the
+  // block's products come out non-finite as the float kernel's would.
+  const float a = _mm512_reduce_max_ps(biggest) + 0.0f * group_sum;
+  *step = a / kDigitRange;
+  const __m512 inverse = _mm512_set1_ps(a > 0 ? kDigitRange / a : 0.0f);
+  for (int64_t s = 0; s < kSpansPerBlock; ++s) {
+    int8_t* out = digits + s * kDigits * kSpan;
+    for (int k = 0; k < 4; ++k) {
+      // Unpack lanes 16k..16k+15 hold inputs: k = 0: 0-15, 1: 32-47, 2: 16-31, 3: 48-63.
+      static constexpr int kFirstInput[4] = {0, 32, 16, 48};
+      const __m512 v_float =
+          _mm512_mul_ps(_mm512_loadu_ps(x + s * kSpan + kFirstInput[k]), inverse);
+      const __m512i v = _mm512_cvtps_epi32(v_float);  // round to nearest even
+      const __m512i low = _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24);
+      const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(v, low), 8);
+      const __m512i middle = _mm512_srai_epi32(_mm512_slli_epi32(rest, 24), 24);
+      const __m512i top = _mm512_srai_epi32(_mm512_sub_epi32(rest, middle), 8);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 0 * kSpan + 16 * k), _mm512_cvtepi32_epi8(top));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 1 * kSpan + 16 * k), _mm512_cvtepi32_epi8(middle));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * kSpan + 16 * k), _mm512_cvtepi32_epi8(low));
+    }
+  }
+}
+
+// Rows r0..r0+R-1's 16-lane sums over weight row n: per block, (S0 · 2^16 + S1 · 2^8 + S2) ·
+// (s · t), the codes unpacked once for the R rows; each row's arithmetic is the same at any R.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void
+RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, __m512 (&acc)[R]) {
+  const int64_t row_bytes = op.groups * op.block_bytes;
+  const uint8_t* row = op.w + n * row_bytes;
+  const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
+  const int64_t blocks_per_group = op.group_size / kDigitBlock;
+  const int64_t blocks = op.in / kDigitBlock;
+  const int8_t* digits = xd.digits.data() + r0 * blocks * kBlockDigitBytes;
+  const float* steps = xd.steps.data() + r0 * blocks;
+  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  const __m512i float_bias_bits = _mm512_set1_epi32(0x4B400000);
+  const __m512 float_bias = _mm512_castsi512_ps(float_bias_bits);
+  const __m512 radix = _mm512_set1_ps(256.0f);
+  const __m512 radix2 = _mm512_set1_ps(65536.0f);
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < op.groups; ++g) {
+    const uint8_t* block = row + g * op.block_bytes;
+    const float scale = BlockFloat(block);
+    const uint8_t* codes = block + kPackedBlockHeaderBytes;
+    const uint8_t* codes_ahead = ahead + g * op.block_bytes + kPackedBlockHeaderBytes;
+    for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
+      const int64_t b = g * blocks_per_group + bb;
+      const uint8_t* bytes = codes + bb * (kDigitBlock / 2);
+      _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + bb * (kDigitBlock / 2)), _MM_HINT_T0);
+      const __m512i w0 = _mm512_and_si512(
+          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(bytes))), shifts), low_nibbles);
+      const __m512i w1 = _mm512_and_si512(
+          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(bytes + 32))), shifts), low_nibbles);
+      _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+        const int8_t* d = digits + (r * blocks + b) * kBlockDigitBytes;
+        __m512 part[kDigits];
+        _Pragma("GCC unroll 3") for (int j = 0; j < kDigits; ++j) {
+          __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w0, _mm512_loadu_si512(d + j * kSpan));
+          dot = _mm512_dpbusd_epi32(dot, w1, _mm512_loadu_si512(d + (kDigits + j) * kSpan));
+          part[j] = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
+        }
+        const __m512 value =
+            _mm512_fmadd_ps(part[0], radix2, _mm512_fmadd_ps(part[1], radix, part[2]));
+        acc[r] = _mm512_fmadd_ps(value, _mm512_set1_ps(scale * steps[r * blocks + b]), acc[r]);
+      }
+    }
+  }
+}
+
+// The offsets' share of row r, output n: m_g times the group's input sum, group by group.
+inline float Offsets(const QuantOperands& op, int64_t r, int64_t n) {
+  const uint8_t* row = op.w + n * op.groups * op.block_bytes;
+  const float* sums = op.x_group_sums + r * op.groups;
+  float offsets = 0;
+  for (int64_t g = 0; g < op.groups; ++g) {
+    offsets = std::fma(BlockFloat(row + g * op.block_bytes + sizeof(float)), sums[g], offsets);
+  }
+  return offsets;
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void Chunk(
+    const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n0, int64_t n1) {
+  float* y = op.y + r0 * op.out;
+  int64_t n = n0;
+  if constexpr (R == 1) {
+    // Sixteen outputs' lanes summed together (vector_sum.h), as quantized_int4_quads.cc does.
+    for (; n + 16 <= n1; n += 16) {
+      __m512 lanes[16];
+      alignas(64) float offsets[16];
+      _Pragma("GCC unroll 1") for (int i = 0; i < 16; ++i) {
+        __m512 sum[1];
+        RowLanes<1>(op, xd, r0, n + i, sum);
+        lanes[i] = sum[0];
+        offsets[i] = Offsets(op, r0, n + i);
+      }
+      const __m512 bias = op.bias != nullptr ? _mm512_loadu_ps(op.bias + n) : _mm512_setzero_ps();
+      _mm512_storeu_ps(y + n, _mm512_add_ps(_mm512_add_ps(HorizontalSums512x16(lanes),
+                                                          _mm512_load_ps(offsets)), bias));
+    }
+  }
+  for (; n < n1; ++n) {
+    __m512 sums[R];
+    RowLanes<R>(op, xd, r0, n, sums);
+    const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+      y[r * op.out + n] = (_mm512_reduce_add_ps(sums[r]) + Offsets(op, r0 + r, n)) + bias;
+    }
+  }
+}
+
+}  // namespace
+
+bool Int4DigitsKernelRuns() {
+  static const bool runs = CpuRunsIt();
+  return runs;
+}
+
+bool Int4DigitsKernelApplies(const loader::PackedLayout& layout) {
+  return layout.bits == 4 && layout.group_size > 0 && layout.group_size % kDigitBlock == 0 &&
+         layout.in % layout.group_size == 0;
+}
+
+void DigitsOfRows(const QuantOperands& op, Int4Digits* out) {
+  const int64_t blocks = op.in / kDigitBlock;
+  const int64_t blocks_per_group = op.group_size / kDigitBlock;
+  out->digits.resize(static_cast<size_t>(op.rows * blocks * kBlockDigitBytes));
+  out->steps.resize(static_cast<size_t>(op.rows * blocks));
+  for (int64_t r = 0; r < op.rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      DigitsOfBlock(op.x + r * op.in + b * kDigitBlock,
+                    op.x_group_sums[r * op.groups + b / blocks_per_group],
+                    out->digits.data() + (r * blocks + b) * kBlockDigitBytes,
+                    out->steps.data() + r * blocks + b);
+    }
+  }
+}
+
+void QuantizedRowsInt4Digits(const QuantOperands& op, const Int4Digits& digits, int64_t n0,
+                             int64_t n1) {
+  constexpr int kMaxRows = 4;
+  for (int64_t r = 0; r < op.rows; r += kMaxRows) {
+    switch (std::min<int64_t>(kMaxRows, op.rows - r)) {
+      case 1: Chunk<1>(op, digits, r, n0, n1); break;
+      case 2: Chunk<2>(op, digits, r, n0, n1); break;
+      case 3: Chunk<3>(op, digits, r, n0, n1); break;
+      default: Chunk<4>(op, digits, r, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop

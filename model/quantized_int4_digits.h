@@ -1,0 +1,55 @@
+// Inside QuantizedLinear (AVX512-VNNI): float32 rows (the decode steps of an F32 checkpoint
+// under --quantize int4, or of a 4-bit GPTQ / AWQ / compressed-tensors one served in F32) times
+// 4-bit packed weights whose groups are multiples of 128 inputs, by VNNI's integer products
+// and within a small multiple of float32's own error.
+//
+// Each row is cut into blocks of 128 inputs, and each block becomes a block floating-point
+// number: integers v = round(x / t) with the step t = max|x| / (127 · 2^16), so |v| <= 127 · 2^16
+// (24 bits) and |x - v · t| <= 2t (the rounding to v, and float32's of x / t), 2^-22 of the
+// block's largest input. Each v is three signed bytes, v = d0 · 2^16 + d1 · 2^8 + d2, which
+// vpdpbusd multiplies with the codes exactly; the block's dot product (S0 · 2^16 + S1 · 2^8 +
+// S2) is rounded once to a float, times s · t.
+// Against float64, an output is off by at most sum(30 |s| t) over its inputs (the blocks'
+// representation) plus float32 roundings of the terms (tested). Weight-only int4 stays
+// weight-only: nothing is rounded to 8 bits (that is --quantize-activations int8,
+// quantized_vnni.h). The float kernel (quantized_int4_quads.h) spends a permute, a shift and an
+// fma on every 16 weights; this one four instructions per 128 codes and six vpdpbusd per 128
+// inputs and row, and its codes are unpacked once for up to 4 rows.
+//
+// Each output is summed in one fixed order for its row alone: per block in order, fma(value,
+// s · t, acc) into 16 lanes, the lanes summed in _mm512_reduce_add_ps's order, plus the
+// offsets' share m_g · (sum of x over g) group by group, plus the bias: the same bits whatever
+// the other rows of the call or the thread count (batch invariance). An input that is NaN or
+// infinite makes the row's outputs NaN (the float kernel's would be NaN or infinite).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "loader/quantized_layout.h"
+#include "model/quantized_kernels.h"
+
+namespace placer::model {
+
+inline constexpr int64_t kDigitBlock = 128;
+
+// AVX-512 F, BW, DQ and VNNI.
+bool Int4DigitsKernelRuns();
+// 4-bit weights in groups of a multiple of 128 inputs (128, 256, ..., one per output channel).
+bool Int4DigitsKernelApplies(const loader::PackedLayout& layout);
+
+struct Int4Digits {
+  // Per row and block: the three digits of 128 inputs, per 64-input span d0, d1, d2 (64 bytes
+  // each) in the order the codes unpack.
+  std::vector<int8_t> digits;
+  std::vector<float> steps;  // [rows, in / 128]: each block's t
+};
+
+// The digits of every row of op.x. Requires Int4DigitsKernelRuns and an applying layout.
+void DigitsOfRows(const QuantOperands& op, Int4Digits* out);
+
+// Outputs [n0, n1) of every row of op (op.x unused: the inputs are `digits`).
+void QuantizedRowsInt4Digits(const QuantOperands& op, const Int4Digits& digits, int64_t n0,
+                             int64_t n1);
+
+}  // namespace placer::model

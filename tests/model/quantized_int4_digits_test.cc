@@ -1,0 +1,201 @@
+// The 4-bit x three-digit kernel (each block of 128 float32 inputs as 24-bit integers in three
+// signed bytes, multiplied with the codes by vpdpbusd) against float64 products of the exactly
+// dequantized weight and the float32 inputs, within the bound its header states: groups of
+// 128, 256 and one per output row, odd outputs, 1-16 rows (tiles of 1-4 and their tails),
+// float32 or no bias, asymmetric offsets, inputs with outliers; the digits themselves; each row
+// bit-identical alone and in any batch; non-finite inputs; QuantizedLinear sending float32
+// decode rows of 4-bit weights in groups of 128s there, and nothing else.
+#include "model/quantized_int4_digits.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "loader/quantized_weight.h"
+#include "model/quantized_linear.h"
+#include "tests/model/packed_bf16_checks.h"
+#include "tests/model/seeded_tensors.h"
+
+namespace placer::model {
+namespace {
+
+using loader::PackedLayout;
+
+constexpr double kDigitRange = 127.0 * 65536.0;
+
+// Weights whose rows are shifted by a random mean, so the blocks' offsets are not -8 s.
+at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
+  const at::Tensor w = SeededRandn({out, in}, seed) + SeededRandn({out, 1}, seed + 1000);
+  absl::StatusOr<at::Tensor> packed =
+      loader::QuantizeLinearWeight(w, PackedLayout{4, out, in, group}, "w");
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  return *packed;
+}
+
+// Each block's step t = max|x| / (127 · 2^16), repeated over its 128 inputs: [rows, in].
+at::Tensor Steps(const at::Tensor& x) {
+  const int64_t rows = x.size(0), in = x.size(1);
+  const at::Tensor blocks = x.to(at::kDouble).abs().reshape({rows, in / kDigitBlock, kDigitBlock});
+  return std::get<0>(blocks.max(2)).div(kDigitRange).repeat_interleave(kDigitBlock, 1);
+}
+
+// |s| of each weight's block: [out, in].
+at::Tensor Scales(const at::Tensor& packed) {
+  const PackedLayout layout = *loader::PackedLayoutOf(packed);
+  at::Tensor scales = at::empty({layout.out, layout.groups()}, at::kDouble);
+  const auto* bytes = static_cast<const uint8_t*>(packed.data_ptr());
+  for (int64_t b = 0; b < layout.out * layout.groups(); ++b) {
+    float s;
+    std::memcpy(&s, bytes + b * layout.block_bytes(), sizeof(s));
+    scales.view({-1})[b] = std::fabs(static_cast<double>(s));
+  }
+  return scales.repeat_interleave(layout.group_size, 1);
+}
+
+// The header's bound: sum over inputs of 30 |s| t, plus float32 roundings of the terms (the
+// float kernels' tolerance in quantized_linear_test.cc).
+void ExpectWithinTheBound(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
+                          const at::Tensor& bias) {
+  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+  const at::Tensor x64 = x.to(at::kDouble);
+  at::Tensor reference = at::matmul(x64, w64.t());
+  if (bias.defined()) reference = reference + bias.to(at::kDouble);
+  const at::Tensor representation = at::matmul(Steps(x), Scales(packed).t()) * 30.0;
+  const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
+  const at::Tensor error = (y.to(at::kDouble) - reference).abs();
+  const at::Tensor allowed = reference.abs() * 1e-6 + magnitude * 2e-6 + representation;
+  ASSERT_TRUE(at::all(error <= allowed).item<bool>())
+      << "worst error " << (error - allowed).max().item<double>() << " beyond the bound";
+}
+
+class Int4DigitsKernel : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Int4DigitsKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI";
+  }
+};
+
+TEST_F(Int4DigitsKernel, ProductsMatchAFloat64Reference) {
+  struct Shape {
+    int64_t out, in, group;
+  };
+  const Shape shapes[] = {{1, 128, 128},   {3, 256, 128},   {65, 384, 384}, {7, 512, 256},
+                          {130, 768, 128}, {17, 2048, 128}, {33, 256, 256}};
+  int seed = 1;
+  for (const Shape& shape : shapes) {
+    const at::Tensor packed = Pack(shape.out, shape.in, shape.group, ++seed);
+    for (int64_t rows : {1, 2, 3, 4, 5, 9, 16}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "out " << shape.out << " in " << shape.in << " group "
+                                        << shape.group << " rows " << rows << " bias " << with_bias);
+        const at::Tensor x = SeededRandn({rows, shape.in}, ++seed);
+        const at::Tensor bias = with_bias ? SeededRandn({shape.out}, ++seed) : at::Tensor();
+        ASSERT_TRUE(UsesInt4DigitsKernel(x, packed, bias));
+        const at::Tensor y = QuantizedLinearInt4Digits(x, packed, bias);
+        ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
+        ASSERT_EQ(y.scalar_type(), at::kFloat);
+        ExpectWithinTheBound(y, x, packed, bias);
+      }
+    }
+  }
+}
+
+TEST_F(Int4DigitsKernel, OutliersAndTinyBlocksStayWithinTheBound) {
+  // An input 1000 times the others in some blocks (as LLM activations have), a block of
+  // values around 1e-30, and an all-zero block: the steps follow each block's own largest.
+  const at::Tensor packed = Pack(40, 512, 128, 5);
+  at::Tensor x = SeededRandn({3, 512}, 6);
+  x.index_put_({0, 7}, 1000.0f);
+  x.index_put_({1, 300}, -2500.0f);
+  x.narrow(1, 128, 128).mul_(1e-30);
+  x.narrow(1, 384, 128).zero_();
+  const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor());
+  ExpectWithinTheBound(y, x, packed, at::Tensor());
+  EXPECT_TRUE(at::all(at::isfinite(y)).item<bool>());
+}
+
+TEST_F(Int4DigitsKernel, TheDigitsRepresentEachInputWithinTwoSteps) {
+  const int64_t rows = 2, in = 384, group = 128;
+  at::Tensor x = SeededRandn({rows, in}, 11);
+  x.index_put_({1, 200}, 777.0f);
+  std::vector<float> sums(static_cast<size_t>(rows * in / group));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < in / group; ++g) {
+      sums[static_cast<size_t>(r * (in / group) + g)] =
+          x[r].narrow(0, g * group, group).sum().item<float>();
+    }
+  }
+  QuantOperands op{};
+  op.x = x.data_ptr<float>();
+  op.x_group_sums = sums.data();
+  op.rows = rows;
+  op.in = in;
+  op.group_size = group;
+  op.groups = in / group;
+  Int4Digits digits;
+  DigitsOfRows(op, &digits);
+  const int64_t blocks = in / kDigitBlock;
+  ASSERT_EQ(digits.digits.size(), static_cast<size_t>(rows * in * 3));
+  ASSERT_EQ(digits.steps.size(), static_cast<size_t>(rows * blocks));
+  // Within a 64-input span, unpack lanes 16k..16k+15 hold inputs from kFirst[k].
+  constexpr int64_t kFirst[4] = {0, 32, 16, 48};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const double largest = x[r].narrow(0, b * kDigitBlock, kDigitBlock).abs().max().item<double>();
+      const double t = digits.steps[static_cast<size_t>(r * blocks + b)];
+      EXPECT_NEAR(t, largest / kDigitRange, t * 1e-6);
+      const int8_t* block = digits.digits.data() + (r * blocks + b) * 3 * kDigitBlock;
+      for (int64_t span = 0; span < 2; ++span) {
+        const int8_t* d = block + span * 3 * 64;
+        for (int64_t lane = 0; lane < 64; ++lane) {
+          const int64_t input = b * kDigitBlock + span * 64 + kFirst[lane / 16] + lane % 16;
+          const double v = 65536.0 * d[lane] + 256.0 * d[64 + lane] + d[128 + lane];
+          EXPECT_LE(std::fabs(v), kDigitRange + 1);
+          EXPECT_LE(std::fabs(v * t - x[r][input].item<double>()), 2 * t)
+              << "row " << r << " input " << input;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Int4DigitsKernel, ARowIsTheSameAloneAndInAnyBatch) {
+  const at::Tensor packed = Pack(67, 256, 128, 21);
+  packed_bf16_checks::ExpectRowsAloneAndInAnyBatch(
+      [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+        return QuantizedLinearInt4Digits(x, w, bias);
+      },
+      SeededRandn({16, 256}, 22), packed, SeededRandn({67}, 23));
+}
+
+TEST_F(Int4DigitsKernel, ANonFiniteInputMakesItsRowNan) {
+  const at::Tensor packed = Pack(20, 256, 128, 31);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    at::Tensor x = SeededRandn({3, 256}, 32);
+    x.index_put_({1, 140}, bad);
+    const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor());
+    EXPECT_TRUE(at::all(at::isnan(y[1])).item<bool>()) << bad;
+    EXPECT_TRUE(at::all(at::isfinite(y[0])).item<bool>() && at::all(at::isfinite(y[2])).item<bool>());
+  }
+}
+
+TEST_F(Int4DigitsKernel, QuantizedLinearSendsFloat32RowsOfGroupsOf128sHere) {
+  const at::Tensor packed = Pack(48, 256, 128, 41);
+  const at::Tensor x = SeededRandn({2, 256}, 42);
+  EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()),
+                        QuantizedLinearInt4Digits(x, packed, at::Tensor())));
+  // Not BF16 rows (the vdpbf16ps kernel's), groups of 32 or 64, or 8-bit weights.
+  EXPECT_FALSE(UsesInt4DigitsKernel(x.to(at::kBFloat16), packed, at::Tensor()));
+  EXPECT_FALSE(UsesInt4DigitsKernel(x, Pack(48, 256, 32, 43), at::Tensor()));
+  EXPECT_FALSE(UsesInt4DigitsKernel(x, Pack(48, 256, 64, 44), at::Tensor()));
+  absl::StatusOr<at::Tensor> int8 = loader::QuantizeLinearWeight(
+      SeededRandn({48, 256}, 45), PackedLayout{8, 48, 256, 128}, "w");
+  ASSERT_TRUE(int8.ok());
+  EXPECT_FALSE(UsesInt4DigitsKernel(x, *int8, at::Tensor()));
+  EXPECT_FALSE(UsesInt4DigitsKernel(x, SeededRandn({48, 256}, 46), at::Tensor()));
+}
+
+}  // namespace
+}  // namespace placer::model
