@@ -83,7 +83,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
 // (s · t), the codes unpacked once for the R rows; each row's arithmetic is the same at any R.
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void
-RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, __m512 (&acc)[R]) {
+RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, __m512 (&acc)[R],
+         float (&offsets)[R]) {
   const int64_t row_bytes = op.groups * op.block_bytes;
   const uint8_t* row = op.w + n * row_bytes;
   const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
@@ -97,10 +98,18 @@ RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, _
   const __m512 float_bias = _mm512_castsi512_ps(float_bias_bits);
   const __m512 radix = _mm512_set1_ps(256.0f);
   const __m512 radix2 = _mm512_set1_ps(65536.0f);
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const float* group_sums = op.x_group_sums + r0 * op.groups;
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    offsets[r] = 0;
+  }
   for (int64_t g = 0; g < op.groups; ++g) {
     const uint8_t* block = row + g * op.block_bytes;
     const float scale = BlockFloat(block);
+    const float offset = BlockFloat(block + sizeof(float));
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+      offsets[r] = std::fma(offset, group_sums[r * op.groups + g], offsets[r]);
+    }
     const uint8_t* codes = block + kPackedBlockHeaderBytes;
     const uint8_t* codes_ahead = ahead + g * op.block_bytes + kPackedBlockHeaderBytes;
     for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
@@ -129,17 +138,6 @@ RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, _
   }
 }
 
-// The offsets' share of row r, output n: m_g times the group's input sum, group by group.
-inline float Offsets(const QuantOperands& op, int64_t r, int64_t n) {
-  const uint8_t* row = op.w + n * op.groups * op.block_bytes;
-  const float* sums = op.x_group_sums + r * op.groups;
-  float offsets = 0;
-  for (int64_t g = 0; g < op.groups; ++g) {
-    offsets = std::fma(BlockFloat(row + g * op.block_bytes + sizeof(float)), sums[g], offsets);
-  }
-  return offsets;
-}
-
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void Chunk(
     const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n0, int64_t n1) {
@@ -152,9 +150,10 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void Chunk(
       alignas(64) float offsets[16];
       _Pragma("GCC unroll 1") for (int i = 0; i < 16; ++i) {
         __m512 sum[1];
-        RowLanes<1>(op, xd, r0, n + i, sum);
+        float offset[1];
+        RowLanes<1>(op, xd, r0, n + i, sum, offset);
         lanes[i] = sum[0];
-        offsets[i] = Offsets(op, r0, n + i);
+        offsets[i] = offset[0];
       }
       const __m512 bias = op.bias != nullptr ? _mm512_loadu_ps(op.bias + n) : _mm512_setzero_ps();
       _mm512_storeu_ps(y + n, _mm512_add_ps(_mm512_add_ps(HorizontalSums512x16(lanes),
@@ -163,10 +162,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void Chunk(
   }
   for (; n < n1; ++n) {
     __m512 sums[R];
-    RowLanes<R>(op, xd, r0, n, sums);
+    float offsets[R];
+    RowLanes<R>(op, xd, r0, n, sums, offsets);
     const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
     _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
-      y[r * op.out + n] = (_mm512_reduce_add_ps(sums[r]) + Offsets(op, r0 + r, n)) + bias;
+      y[r * op.out + n] = (_mm512_reduce_add_ps(sums[r]) + offsets[r]) + bias;
     }
   }
 }

@@ -103,9 +103,10 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
     if (compute == at::kBFloat16 && (BfloatGemmHasAmx() || PromptChunkBf16Runs())) return 16;
     // (PromptChunkLinear runs on every CPU that runs these kernels: AVX-512F.)
     // The three-digit kernel (AVX512-VNNI, 4-bit groups of 128s) against the quads kernel it
-    // replaces there, same tool, ms per pass: 1 row 1.10-1.13 vs 1.20-1.23, 2 rows 1.69-1.71 vs
-    // 1.89, 4 rows 3.07-3.11 vs 2.97-2.99, 8 rows 6.02-6.06 vs 5.77-5.82; it takes every row
-    // count the quads kernel would, so a decode row's bits do not depend on its batch.
+    // replaces there, same tool and runs, ms per pass: 1 row 1.02-1.03 vs 1.12-1.21, 2 rows
+    // 1.72-1.74 vs 1.81-1.84, 4 rows 2.89 vs 2.91-2.93, 8 rows 5.43-5.50 vs 5.57-5.68, 16 rows
+    // 10.5-10.6 vs 10.9-11.1; it takes every row count the quads kernel would, so a decode
+    // row's bits do not depend on its batch.
     // The quads kernel (4-bit groups of 128s) takes 1-4 rows per pass over a weight row, so
     // more rows cost it more than the general kernel: small preset's layers, 2 threads, ms per
     // pass, quads vs unpack + GEMM: 8 rows 4.7-5.0 vs 5.5-6.1, 16 rows 9.8 vs 9.4-9.9, 32 rows
