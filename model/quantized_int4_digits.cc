@@ -59,14 +59,19 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
   // block's products come out non-finite as the float kernel's would.
   const float a = _mm512_reduce_max_ps(biggest) + 0.0f * group_sum;
   *step = a / kDigitRange;
-  const __m512 inverse = _mm512_set1_ps(a > 0 ? kDigitRange / a : 0.0f);
+  const float inverse = a > 0 ? kDigitRange / a : 0.0f;
+  // Below ~2^-105 the inverse overflows: such a block's inputs are divided by a instead (their
+  // step is then subnormal, and its products keep float32's absolute error near zero).
+  const bool tiny = std::isinf(inverse);
   for (int64_t s = 0; s < kSpansPerBlock; ++s) {
     int8_t* out = digits + s * kDigits * kSpan;
     for (int k = 0; k < 4; ++k) {
       // Unpack lanes 16k..16k+15 hold inputs: k = 0: 0-15, 1: 32-47, 2: 16-31, 3: 48-63.
       static constexpr int kFirstInput[4] = {0, 32, 16, 48};
+      const __m512 inputs = _mm512_loadu_ps(x + s * kSpan + kFirstInput[k]);
       const __m512 v_float =
-          _mm512_mul_ps(_mm512_loadu_ps(x + s * kSpan + kFirstInput[k]), inverse);
+          tiny ? _mm512_mul_ps(_mm512_div_ps(inputs, _mm512_set1_ps(a)), _mm512_set1_ps(kDigitRange))
+               : _mm512_mul_ps(inputs, _mm512_set1_ps(inverse));
       const __m512i v = _mm512_cvtps_epi32(v_float);  // round to nearest even
       const __m512i low = _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24);
       const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(v, low), 8);

@@ -20,7 +20,9 @@
 // s · t, acc) into 16 lanes, the lanes summed in _mm512_reduce_add_ps's order, plus the
 // offsets' share m_g · (sum of x over g) group by group, plus the bias: the same bits whatever
 // the other rows of the call or the thread count (batch invariance). An input that is NaN or
-// infinite makes the row's outputs NaN (the float kernel's would be NaN or infinite).
+// infinite makes the row's outputs NaN (the float kernel's would be NaN or infinite); a block
+// whose largest input is below ~2^-105 (a subnormal step) keeps float32's absolute error near
+// zero.
 #pragma once
 
 #include <cstdint>

@@ -116,6 +116,20 @@ TEST_F(Int4DigitsKernel, OutliersAndTinyBlocksStayWithinTheBound) {
   EXPECT_TRUE(at::all(at::isfinite(y)).item<bool>());
 }
 
+TEST_F(Int4DigitsKernel, BlocksTooSmallForTheStepsInverseStayNearZero) {
+  // max|x| ~1e-35: (127 · 2^16) / max|x| overflows float32 and the step is subnormal. Such
+  // rows come out within float32's absolute error near zero, never as garbage digits.
+  const at::Tensor packed = Pack(24, 256, 128, 7);
+  at::Tensor x = SeededRandn({2, 256}, 8);
+  x[0].mul_(1e-35);                    // a whole row of tiny values
+  x[1].narrow(0, 0, 128).mul_(4e-38);  // one tiny block next to an ordinary one
+  const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor());
+  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+  const at::Tensor reference = at::matmul(x.to(at::kDouble), w64.t());
+  EXPECT_LE((y[0].to(at::kDouble) - reference[0]).abs().max().item<double>(), 1e-36);
+  ExpectWithinTheBound(y.narrow(0, 1, 1), x.narrow(0, 1, 1), packed, at::Tensor());
+}
+
 TEST_F(Int4DigitsKernel, TheDigitsRepresentEachInputWithinTwoSteps) {
   const int64_t rows = 2, in = 384, group = 128;
   at::Tensor x = SeededRandn({rows, in}, 11);
