@@ -16,6 +16,7 @@
 #include "placement/prequantized_summary.h"
 #include "model/bf16_repacker.h"
 #include "model/causal_lm.h"
+#include "model/packed_kernels_note.h"
 #include "model/quantized_vnni.h"
 #include "model/generation_defaults.h"
 #include "model/tokenizer/tokenizer.h"
@@ -122,6 +123,12 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
     } else {
       spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI and AVX-VNNI; activations stay "
                    "float (exact)");
+    }
+  }
+  if (plan.sizing.quantize.packs_any() || checkpoint->config().quantization) {
+    if (const std::string note = model::PackedKernelsNote(*plan.sizing.compute_dtype);
+        !note.empty()) {
+      spdlog::info("{}", note);
     }
   }
   const std::vector<std::string> offloaded = placement::OffloadedBlocks(plan);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "client/placer_client.h"
+#include "model/packed_kernels_note.h"
 #include "tests/e2e/daemon_process.h"
 
 namespace placer::testing {
@@ -120,6 +121,10 @@ TEST_F(Quantize, Int4FitsAVirtualGpuWhereBf16DoesNotAndServesTokens) {
   ASSERT_TRUE(WaitServing(ports, seconds(60))) << daemon.Log();
   EXPECT_NE(daemon.Log().find("Quantized: --quantize int4 (groups of 128)"), std::string::npos)
       << daemon.Log();
+  // Which kernels multiply the packed weights on this CPU (BF16 rows here).
+  const std::string kernels = model::PackedKernelsNote(loader::DType::kBF16);
+  ASSERT_EQ(kernels.rfind("packed kernels (BF16 rows): ", 0), 0u) << kernels;
+  EXPECT_NE(daemon.Log().find(kernels), std::string::npos) << daemon.Log();
   client::PlacerClient client({ports.target(), seconds(20)});
   v1::GenerateRequest request;
   for (int id : {1, 50, 60, 7}) request.add_prompt_token_ids(id);

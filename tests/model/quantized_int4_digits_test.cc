@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "loader/quantized_weight.h"
+#include "model/packed_kernels_note.h"
 #include "model/quantized_linear.h"
 #include "tests/model/packed_bf16_checks.h"
 #include "tests/model/seeded_tensors.h"
@@ -209,6 +210,16 @@ TEST_F(Int4DigitsKernel, QuantizedLinearSendsFloat32RowsOfGroupsOf128sHere) {
   ASSERT_TRUE(int8.ok());
   EXPECT_FALSE(UsesInt4DigitsKernel(x, *int8, at::Tensor()));
   EXPECT_FALSE(UsesInt4DigitsKernel(x, SeededRandn({48, 256}, 46), at::Tensor()));
+}
+
+TEST_F(Int4DigitsKernel, TheStartLogNoteNamesItForF32RowsOnly) {
+  const std::string f32 = PackedKernelsNote(loader::DType::kF32);
+  EXPECT_EQ(f32.rfind("packed kernels (F32 rows): AVX512-VNNI for 4-bit weights in groups of 128s", 0),
+            0u)
+      << f32;
+  EXPECT_EQ(PackedKernelsNote(loader::DType::kBF16).find("VNNI"), std::string::npos)
+      << PackedKernelsNote(loader::DType::kBF16);
+  EXPECT_EQ(PackedKernelsNote(loader::DType::kF16), "");
 }
 
 }  // namespace

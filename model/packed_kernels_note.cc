@@ -1,0 +1,31 @@
+#include "model/packed_kernels_note.h"
+
+#include "model/packed_bf16_kernels.h"
+#include "model/quantized_int4_digits.h"
+#include "model/quantized_linear.h"
+
+namespace placer::model {
+
+std::string PackedKernelsNote(loader::DType compute) {
+  if (compute != loader::DType::kF32 && compute != loader::DType::kBF16) return "";
+  const std::string rows = compute == loader::DType::kF32 ? "F32" : "BF16";
+  const QuantIsa isa = DetectQuantIsa();
+  if (isa == QuantIsa::kNone) {
+    return "packed kernels (" + rows + " rows): none on this CPU (neither AVX2 nor AVX-512): "
+           "each packed weight is unpacked for ATen's product";
+  }
+  const std::string floats =
+      std::string("the ") + (isa == QuantIsa::kAvx512 ? "AVX-512" : "AVX2") + " float kernels";
+  if (compute == loader::DType::kBF16 && PackedBf16KernelsRun()) {
+    return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
+           "and 8-bit ones in groups of 64s (each code a BF16 number, exact); others: " + floats;
+  }
+  if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
+    return "packed kernels (F32 rows): AVX512-VNNI for 4-bit weights in groups of 128s (each "
+           "block of 128 inputs as 24-bit integers, within 2^-22 of its largest input); others: " +
+           floats;
+  }
+  return "packed kernels (" + rows + " rows): " + floats;
+}
+
+}  // namespace placer::model
