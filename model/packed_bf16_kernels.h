@@ -1,7 +1,7 @@
 // What the vdpbf16ps kernels over packed codes share (quantized_int4_bf16.h,
 // quantized_int8_bf16.h): the CPU they run on, which layouts they take, a block's header, the
-// BF16 bits of inputs that were widened from BF16, passes of up to 8 rows over each weight row,
-// and how a row's outputs are finished.
+// BF16 bits of inputs that were widened from BF16, and how a row's outputs are finished (their
+// passes of up to 8 rows: row_passes.h).
 #pragma once
 
 #include <immintrin.h>
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "loader/quantized_layout.h"
 
@@ -48,24 +47,6 @@ inline uint32_t Bf16BitsOf(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   return bits >> 16;
-}
-
-// Rows [0, rows) in passes of 8 (the last one shorter): pass(std::integral_constant<int, R>{},
-// first_row) for each, R known at compile time so a kernel keeps R accumulators in registers.
-template <typename Pass>
-void InPassesOfUpTo8Rows(int64_t rows, Pass&& pass) {
-  for (int64_t r = 0; r < rows; r += 8) {
-    switch (std::min<int64_t>(8, rows - r)) {
-      case 1: pass(std::integral_constant<int, 1>{}, r); break;
-      case 2: pass(std::integral_constant<int, 2>{}, r); break;
-      case 3: pass(std::integral_constant<int, 3>{}, r); break;
-      case 4: pass(std::integral_constant<int, 4>{}, r); break;
-      case 5: pass(std::integral_constant<int, 5>{}, r); break;
-      case 6: pass(std::integral_constant<int, 6>{}, r); break;
-      case 7: pass(std::integral_constant<int, 7>{}, r); break;
-      default: pass(std::integral_constant<int, 8>{}, r); break;
-    }
-  }
 }
 
 // Output n of R rows (y: [rows, out]): each row's 16 lanes summed in the intrinsic's fixed order,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model/packed_bf16_kernels.h"
+#include "model/row_passes.h"
 
 namespace placer::model {
 namespace {
@@ -195,7 +196,7 @@ void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs
 }
 
 void QuantizedRowsInt4Bf16(const QuantOperands& op, const uint32_t* pairs, int64_t n0, int64_t n1) {
-  InPassesOfUpTo8Rows(op.rows, [&](auto rows, int64_t r) {
+  InPassesOfUpTo<8>(op.rows, [&](auto rows, int64_t r) {
     Chunk<decltype(rows)::value>(op, pairs, r, n0, n1);
   });
 }

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/row_passes.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -205,15 +206,9 @@ void DigitsOfRows(const QuantOperands& op, Int4Digits* out) {
 
 void QuantizedRowsInt4Digits(const QuantOperands& op, const Int4Digits& digits, int64_t n0,
                              int64_t n1) {
-  constexpr int kMaxRows = 4;
-  for (int64_t r = 0; r < op.rows; r += kMaxRows) {
-    switch (std::min<int64_t>(kMaxRows, op.rows - r)) {
-      case 1: Chunk<1>(op, digits, r, n0, n1); break;
-      case 2: Chunk<2>(op, digits, r, n0, n1); break;
-      case 3: Chunk<3>(op, digits, r, n0, n1); break;
-      default: Chunk<4>(op, digits, r, n0, n1); break;
-    }
-  }
+  InPassesOfUpTo<4>(op.rows, [&](auto rows, int64_t r) {
+    Chunk<decltype(rows)::value>(op, digits, r, n0, n1);
+  });
 }
 
 }  // namespace placer::model

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/row_passes.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -139,14 +140,9 @@ const float* ArrangeInt4QuadInputs(const QuantOperands& op, std::vector<float>* 
 }
 
 void QuantizedRowsInt4Quads(const QuantOperands& op, const float* quads, int64_t n0, int64_t n1) {
-  for (int64_t r = 0; r < op.rows; r += kMaxRows) {
-    switch (std::min<int64_t>(kMaxRows, op.rows - r)) {
-      case 1: Chunk<1>(op, quads, r, n0, n1); break;
-      case 2: Chunk<2>(op, quads, r, n0, n1); break;
-      case 3: Chunk<3>(op, quads, r, n0, n1); break;
-      default: Chunk<4>(op, quads, r, n0, n1); break;
-    }
-  }
+  InPassesOfUpTo<kMaxRows>(op.rows, [&](auto rows, int64_t r) {
+    Chunk<decltype(rows)::value>(op, quads, r, n0, n1);
+  });
 }
 
 }  // namespace placer::model

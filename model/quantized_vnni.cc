@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "model/keep_in_register.h"
+#include "model/row_passes.h"
 #include "model/vector_sum.h"
 
 namespace placer::model {
@@ -386,14 +387,9 @@ void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations
   // port and the activations quantized by vectors), then tails of up to 4.
   int64_t r0 = 0;
   for (; r0 + 8 <= op.rows; r0 += 8) ChunkVnni<8>(op, codes, r0, n0, n1);
-  for (int64_t r = r0; r < op.rows; r += 4) {
-    switch (std::min<int64_t>(4, op.rows - r)) {
-      case 1: ChunkVnni<1>(op, codes, r, n0, n1); break;
-      case 2: ChunkVnni<2>(op, codes, r, n0, n1); break;
-      case 3: ChunkVnni<3>(op, codes, r, n0, n1); break;
-      default: ChunkVnni<4>(op, codes, r, n0, n1); break;
-    }
-  }
+  InPassesOfUpTo<4>(
+      op.rows,
+      [&](auto rows, int64_t r) { ChunkVnni<decltype(rows)::value>(op, codes, r, n0, n1); }, r0);
 }
 
 }  // namespace placer::model
