@@ -13,6 +13,7 @@
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/quantized_linear.h"
+#include "model/quantized_unpacked_linear.h"
 #include "model/quantized_vnni.h"
 #include "model/small_batch_bf16.h"
 #include "model/tensor_ops.h"

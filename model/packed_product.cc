@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "loader/quantized_weight.h"
 #include "model/spinning_workers.h"
@@ -56,58 +57,121 @@ std::vector<float>& ArrangedInputs() {
 at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             const std::function<void(const QuantOperands&)>& prepare,
                             const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs) {
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
-  const int64_t rows = x.numel() / layout.in;
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = layout.out;
+  return RunPackedProducts(x, {weight}, {bias}, prepare, outputs)[0];
+}
+
+bool PackedWeightsShareInputs(const std::vector<at::Tensor>& weights) {
+  std::optional<loader::PackedLayout> first;
+  for (const at::Tensor& weight : weights) {
+    const std::optional<loader::PackedLayout> layout = loader::PackedLayoutOf(weight);
+    if (!layout) return false;
+    if (!first) first = layout;
+    if (layout->in != first->in || layout->bits != first->bits ||
+        layout->group_size != first->group_size) {
+      return false;
+    }
+  }
+  return first.has_value();
+}
+
+std::vector<at::Tensor> RunPackedProducts(
+    const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
+    const std::function<void(const QuantOperands&)>& prepare,
+    const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs) {
+  TORCH_CHECK(!weights.empty() && weights.size() == biases.size(),
+              "RunPackedProducts: one bias (or none) per weight");
+  const size_t count = weights.size();
+  std::vector<loader::PackedLayout> layouts;
+  layouts.reserve(count);
+  for (const at::Tensor& weight : weights) layouts.push_back(*loader::PackedLayoutOf(weight));
+  const loader::PackedLayout& shared = layouts[0];
+  const int64_t rows = x.numel() / shared.in;
   const bool float_rows = x.scalar_type() == at::kFloat;
-  at::Tensor y = at::empty(shape, x.options().memory_format(at::MemoryFormat::Contiguous));
-  if (rows == 0) return y;
+  std::vector<at::Tensor> ys;
+  ys.reserve(count);
+  std::vector<int64_t> shape = x.sizes().vec();
+  const at::TensorOptions options = x.options().memory_format(at::MemoryFormat::Contiguous);
+  int64_t all_outputs = 0;
+  for (const loader::PackedLayout& layout : layouts) {
+    shape.back() = layout.out;
+    ys.push_back(at::empty(shape, options));
+    all_outputs += layout.out;
+  }
+  if (rows == 0) return ys;
   // Reused per thread: a decode step's many products would otherwise allocate them each time.
-  thread_local std::vector<float> x_buffer, bias_buffer, y_buffer, group_sums;
-  at::Tensor x_widened, bias_widened;
+  thread_local std::vector<float> x_buffer, y_buffer, group_sums;
+  thread_local std::vector<std::vector<float>> bias_buffers;
+  if (bias_buffers.size() < count) bias_buffers.resize(count);
+  at::Tensor x_widened;
+  std::vector<at::Tensor> biases_widened(count);
   const float* xs = FloatValues(x, x_buffer, x_widened);
-  const float* bias32 = bias.defined() ? FloatValues(bias, bias_buffer, bias_widened) : nullptr;
-  if (!float_rows) y_buffer.resize(static_cast<size_t>(rows * layout.out));
-  float* ys = float_rows ? y.data_ptr<float>() : y_buffer.data();
-  const int64_t groups = layout.groups();
+  if (!float_rows) y_buffer.resize(static_cast<size_t>(rows * all_outputs));
+  const int64_t groups = shared.groups();
   group_sums.resize(static_cast<size_t>(rows * groups));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       group_sums[static_cast<size_t>(r * groups + g)] =
-          SumInFixedOrder(xs + r * layout.in + g * layout.group_size, layout.group_size);
+          SumInFixedOrder(xs + r * shared.in + g * shared.group_size, shared.group_size);
     }
   }
-  const QuantOperands op{xs,
-                         group_sums.data(),
-                         static_cast<const uint8_t*>(weight.data_ptr()),
-                         bias32,
-                         ys,
-                         rows,
-                         layout.in,
-                         layout.out,
-                         layout.bits,
-                         layout.group_size,
-                         groups,
-                         layout.block_bytes(),
-                         StreamAheadRows(groups * layout.block_bytes())};
-  prepare(op);
-  const int64_t tasks = (layout.out + kPackedOutputsPerTask - 1) / kPackedOutputsPerTask;
+  std::vector<QuantOperands> ops;
+  ops.reserve(count);
+  // Task t of the loop is task t - first_task[i] of weight i.
+  std::vector<int64_t> first_task(count + 1, 0);
+  int64_t y_offset = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const loader::PackedLayout& layout = layouts[i];
+    const at::Tensor& bias = biases[i];
+    const float* bias32 =
+        bias.defined() ? FloatValues(bias, bias_buffers[i], biases_widened[i]) : nullptr;
+    float* y = float_rows ? ys[i].data_ptr<float>() : y_buffer.data() + rows * y_offset;
+    y_offset += layout.out;
+    ops.push_back(QuantOperands{xs,
+                                group_sums.data(),
+                                static_cast<const uint8_t*>(weights[i].data_ptr()),
+                                bias32,
+                                y,
+                                rows,
+                                layout.in,
+                                layout.out,
+                                layout.bits,
+                                layout.group_size,
+                                groups,
+                                layout.block_bytes(),
+                                StreamAheadRows(groups * layout.block_bytes())});
+    first_task[i + 1] =
+        first_task[i] + (layout.out + kPackedOutputsPerTask - 1) / kPackedOutputsPerTask;
+  }
+  prepare(ops[0]);
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    outputs(op, begin * kPackedOutputsPerTask, std::min(layout.out, end * kPackedOutputsPerTask));
+    for (size_t i = 0; i < count && begin < end; ++i) {
+      if (begin >= first_task[i + 1]) continue;
+      const int64_t stop = std::min(end, first_task[i + 1]);
+      const int64_t out = ops[i].out;
+      outputs(ops[i], (begin - first_task[i]) * kPackedOutputsPerTask,
+              std::min(out, (stop - first_task[i]) * kPackedOutputsPerTask));
+      begin = stop;
+    }
   };
+  const int64_t tasks = first_task[count];
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
   if (!float_rows) {
-    c10::BFloat16* out = y.data_ptr<c10::BFloat16>();
-    for (int64_t i = 0; i < rows * layout.out; ++i) out[i] = c10::BFloat16(ys[i]);
+    for (size_t i = 0; i < count; ++i) {
+      c10::BFloat16* out = ys[i].data_ptr<c10::BFloat16>();
+      const float* from = ops[i].y;
+      for (int64_t j = 0; j < rows * ops[i].out; ++j) out[j] = c10::BFloat16(from[j]);
+    }
   }
   // A decode step's buffers stay for the next call; a long prompt's (or an all-positions
   // Forward's logits) are given back, not held by the thread for the process's lifetime.
   constexpr size_t kKeptFloats = size_t{1} << 20;  // 4 MiB each
-  for (std::vector<float>* buffer : {&x_buffer, &bias_buffer, &y_buffer, &group_sums}) {
+  for (std::vector<float>* buffer : {&x_buffer, &y_buffer, &group_sums}) {
     if (buffer->capacity() > kKeptFloats) std::vector<float>().swap(*buffer);
   }
-  return y;
+  for (std::vector<float>& buffer : bias_buffers) {
+    if (buffer.capacity() > kKeptFloats) std::vector<float>().swap(buffer);
+  }
+  return ys;
 }
 
 }  // namespace placer::model

@@ -28,6 +28,21 @@ at::Tensor RunPackedProduct(const at::Tensor& x, const at::Tensor& weight, const
                             const std::function<void(const QuantOperands&)>& prepare,
                             const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs);
 
+// True when the packed weights differ at most in their outputs (same in, bits and group size):
+// what one input's prepared form (its group sums, digits, int8 codes or arranged pairs) serves.
+bool PackedWeightsShareInputs(const std::vector<at::Tensor>& weights);
+
+// RunPackedProduct for several weights that share their inputs (PackedWeightsShareInputs) and
+// one x, as Llama's q, k and v or gate and up: x widened, summed and prepared once (`prepare`
+// sees the first weight's operands; it may use only what the weights share), and one parallel
+// loop over every weight's tasks, so a decode step waits for its helpers once instead of once
+// a weight. Each output is computed exactly as RunPackedProduct would compute it alone.
+// `biases` holds one (possibly undefined) tensor per weight.
+std::vector<at::Tensor> RunPackedProducts(
+    const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
+    const std::function<void(const QuantOperands&)>& prepare,
+    const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs);
+
 // The calling thread's buffer for inputs arranged in a kernel's own order, reused by its next
 // call; a long prompt's is given back (as RunPackedProduct gives back its buffers).
 std::vector<float>& ArrangedInputs();

@@ -1,7 +1,5 @@
 #include "model/quantized_linear.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -10,16 +8,13 @@
 #include "model/packed_bf16_kernels.h"
 #include "model/packed_product.h"
 #include "model/prompt_chunk_bf16.h"
-#include "model/prompt_chunk_linear.h"
 #include "model/quantized_int4_bf16.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
-#include "model/quantized_unpack.h"
+#include "model/quantized_unpacked_linear.h"
 #include "model/quantized_vnni.h"
-#include "model/spinning_workers.h"
-#include "model/tensor_ops.h"
 
 namespace placer::model {
 namespace {
@@ -133,22 +128,17 @@ bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const
 
 namespace {
 
-std::atomic<bool> int8_activations{false};
-
-}  // namespace
-
-at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
-                                 const at::Tensor& bias, QuantIsa isa) {
-  TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
-              QuantIsaName(isa));
-  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
-  const bool quads = isa == QuantIsa::kAvx512 && Int4QuadsApply(*loader::PackedLayoutOf(weight));
+// One kernel's products of x by every weight of `weights` (all sharing their inputs,
+// PackedWeightsShareInputs; one weight is the common case), through RunPackedProducts.
+std::vector<at::Tensor> GeneralProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                        const std::vector<at::Tensor>& biases, QuantIsa isa) {
+  const bool quads = isa == QuantIsa::kAvx512 && Int4QuadsApply(*loader::PackedLayoutOf(weights[0]));
   // A plain reference to this thread's buffer: the helpers running the lambda below must read
   // the caller's (a thread_local named inside it would be each helper's own).
   std::vector<float>& buffer = ArrangedInputs();
   const float* arranged = nullptr;
-  return RunPackedProduct(
-      x, weight, bias,
+  return RunPackedProducts(
+      x, weights, biases,
       [&](const QuantOperands& op) {
         if (quads) arranged = ArrangeInt4QuadInputs(op, &buffer);
       },
@@ -161,6 +151,102 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
           QuantizedRowsAvx2(op, n0, n1);
         }
       });
+}
+
+std::vector<at::Tensor> Int8ActivationProducts(const at::Tensor& x,
+                                               const std::vector<at::Tensor>& weights,
+                                               const std::vector<at::Tensor>& biases,
+                                               Int8ActivationIsa isa) {
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weights[0]);
+  Int8Activations codes;
+  return RunPackedProducts(
+      x, weights, biases,
+      [&](const QuantOperands& op) {
+        QuantizeActivations(op, ActivationBlock(layout), &codes, isa);
+      },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedRowsInt8Activations(op, codes, n0, n1, isa);
+      });
+}
+
+// The vdpbf16ps kernels over packed codes (packed_bf16_kernels.h): inputs arranged into the
+// kernel's pairs once per call, then the outputs on the helpers.
+std::vector<at::Tensor> Bf16KernelProducts(
+    const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
+    void (*arrange)(const QuantOperands&, std::vector<uint32_t>*),
+    void (*rows)(const QuantOperands&, const uint32_t*, int64_t, int64_t)) {
+  std::vector<uint32_t> pairs;
+  return RunPackedProducts(
+      x, weights, biases, [&](const QuantOperands& op) { arrange(op, &pairs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });
+}
+
+std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
+                                           const std::vector<at::Tensor>& weights,
+                                           const std::vector<at::Tensor>& biases) {
+  Int4Digits digits;
+  return RunPackedProducts(
+      x, weights, biases, [&](const QuantOperands& op) { DigitsOfRows(op, &digits); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedRowsInt4Digits(op, digits, n0, n1);
+      });
+}
+
+// The kernel QuantizedLinear gives these operands, in its order of preference; kNone where it
+// takes another path (prompt chunks: unpack + GEMM; GPU weights; no kernel for this CPU).
+enum class PackedKernel { kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kGeneral };
+
+PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor& bias) {
+  if (!QuantizedLinearApplies(x, weight, bias)) return PackedKernel::kNone;
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+  const int64_t rows = x.numel() / layout.in;
+  if (rows < 1) return PackedKernel::kNone;
+  if (Int8ActivationsEnabled() && Int8ActivationKernelRuns() && Int8ActivationKernelApplies(layout)) {
+    return PackedKernel::kInt8Activations;
+  }
+  const QuantIsa isa = DetectQuantIsa();
+  if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) return PackedKernel::kNone;
+  const bool bf16_rows = x.scalar_type() == at::kBFloat16;
+  if (bf16_rows && PackedBf16KernelsRun() && Int4Bf16KernelApplies(layout)) {
+    return PackedKernel::kInt4Bf16;
+  }
+  if (bf16_rows && PackedBf16KernelsRun() && Int8Bf16KernelApplies(layout)) {
+    return PackedKernel::kInt8Bf16;
+  }
+  if (!bf16_rows && Int4DigitsKernelRuns() && Int4DigitsKernelApplies(layout)) {
+    return PackedKernel::kInt4Digits;
+  }
+  return PackedKernel::kGeneral;
+}
+
+std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x,
+                                        const std::vector<at::Tensor>& weights,
+                                        const std::vector<at::Tensor>& biases) {
+  switch (kernel) {
+    case PackedKernel::kInt8Activations:
+      return Int8ActivationProducts(x, weights, biases, DetectInt8ActivationIsa());
+    case PackedKernel::kInt4Bf16:
+      return Bf16KernelProducts(x, weights, biases, ArrangeInt4Bf16Inputs, QuantizedRowsInt4Bf16);
+    case PackedKernel::kInt8Bf16:
+      return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
+    case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
+    case PackedKernel::kGeneral: return GeneralProducts(x, weights, biases, DetectQuantIsa());
+    case PackedKernel::kNone: break;
+  }
+  TORCH_CHECK(false, "RunPackedKernel: no kernel chosen");
+}
+
+std::atomic<bool> int8_activations{false};
+
+}  // namespace
+
+at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, QuantIsa isa) {
+  TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
+              QuantIsaName(isa));
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
+  return GeneralProducts(x, {weight}, {bias}, isa)[0];
 }
 
 void SetInt8Activations(bool enabled) { int8_activations.store(enabled); }
@@ -182,16 +268,7 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
   TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) &&
                   Int8ActivationKernelApplies(*loader::PackedLayoutOf(weight)),
               "QuantizedLinearInt8Activations: unsupported operands");
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
-  Int8Activations codes;
-  return RunPackedProduct(
-      x, weight, bias,
-      [&](const QuantOperands& op) {
-        QuantizeActivations(op, ActivationBlock(layout), &codes, isa);
-      },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt8Activations(op, codes, n0, n1, isa);
-      });
+  return Int8ActivationProducts(x, {weight}, {bias}, isa)[0];
 }
 
 namespace {
@@ -204,17 +281,6 @@ bool UsesPackedBf16Kernel(const at::Tensor& x, const at::Tensor& weight, const a
          QuantizedLinearApplies(x, weight, bias) && applies(*loader::PackedLayoutOf(weight));
 }
 
-// Inputs arranged into the kernel's pairs once per call, then the outputs on the helpers.
-at::Tensor RunPackedBf16Kernel(
-    const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-    void (*arrange)(const QuantOperands&, std::vector<uint32_t>*),
-    void (*rows)(const QuantOperands&, const uint32_t*, int64_t, int64_t)) {
-  std::vector<uint32_t> pairs;
-  return RunPackedProduct(
-      x, weight, bias, [&](const QuantOperands& op) { arrange(op, &pairs); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });
-}
-
 }  // namespace
 
 bool UsesInt4Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -225,7 +291,7 @@ at::Tensor QuantizedLinearInt4Bf16(const at::Tensor& x, const at::Tensor& weight
                                    const at::Tensor& bias) {
   TORCH_CHECK(UsesInt4Bf16Kernel(x, weight, bias),
               "QuantizedLinearInt4Bf16: BF16 rows, a packed 4-bit host weight, an AVX512-BF16 CPU");
-  return RunPackedBf16Kernel(x, weight, bias, ArrangeInt4Bf16Inputs, QuantizedRowsInt4Bf16);
+  return RunPackedKernel(PackedKernel::kInt4Bf16, x, {weight}, {bias})[0];
 }
 
 bool UsesInt8Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -237,7 +303,7 @@ at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight
   TORCH_CHECK(UsesInt8Bf16Kernel(x, weight, bias),
               "QuantizedLinearInt8Bf16: BF16 rows, a packed 8-bit host weight in groups of 64s, an "
               "AVX512-BF16 CPU");
-  return RunPackedBf16Kernel(x, weight, bias, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
+  return RunPackedKernel(PackedKernel::kInt8Bf16, x, {weight}, {bias})[0];
 }
 
 bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -251,118 +317,28 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
   TORCH_CHECK(UsesInt4DigitsKernel(x, weight, bias),
               "QuantizedLinearInt4Digits: float32 rows, a packed 4-bit host weight in groups of a "
               "multiple of 128, an AVX512-VNNI CPU");
-  Int4Digits digits;
-  return RunPackedProduct(
-      x, weight, bias, [&](const QuantOperands& op) { DigitsOfRows(op, &digits); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt4Digits(op, digits, n0, n1);
-      });
-}
-
-void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
-                           at::Tensor& scratch) {
-  const std::optional<loader::PackedLayout> found = loader::PackedLayoutOf(weight);
-  TORCH_CHECK(found.has_value() && weight.device().is_cpu() &&
-                  (dtype == at::kFloat || dtype == at::kBFloat16) && Runs(isa),
-              "UnpackQuantizedWeight: a packed weight in host memory, float32 or BF16, an ISA this CPU runs");
-  const loader::PackedLayout& layout = *found;
-  if (!scratch.defined() || scratch.scalar_type() != dtype) {
-    scratch = at::empty({layout.out, layout.in}, at::TensorOptions().dtype(dtype));
-  } else {
-    scratch.resize_({layout.out, layout.in});
-  }
-  const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits, layout.in,
-                          layout.group_size, layout.groups(), layout.block_bytes()};
-  // A plain reference: inside the lambda, running on the helpers, a thread_local name would
-  // mean each helper's own buffer.
-  at::Tensor& dense = scratch;
-  const bool bf16 = dtype == at::kBFloat16;
-  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
-    const int64_t n0 = begin * kPackedOutputsPerTask, n1 = std::min(layout.out, end * kPackedOutputsPerTask);
-    uint16_t* bf16_out = bf16 ? reinterpret_cast<uint16_t*>(dense.data_ptr()) : nullptr;
-    float* float_out = bf16 ? nullptr : dense.data_ptr<float>();
-    switch (isa) {
-      case QuantIsa::kAvx512:
-        bf16 ? UnpackRowsAvx512(op, n0, n1, bf16_out) : UnpackRowsAvx512(op, n0, n1, float_out);
-        break;
-      case QuantIsa::kAvx2:
-        bf16 ? UnpackRowsAvx2(op, n0, n1, bf16_out) : UnpackRowsAvx2(op, n0, n1, float_out);
-        break;
-      case QuantIsa::kNone: loader::DequantizeLinearWeightRows(weight, dense, n0, n1); break;
-    }
-  };
-  // On the kernels' helper threads: ATen's pool would compete with them for the cores.
-  const int64_t tasks = (layout.out + kPackedOutputsPerTask - 1) / kPackedOutputsPerTask;
-  if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
-}
-
-namespace {
-
-// What the prompt-chunk kernels call for a task's weight rows: rows [first, first + count) of a
-// packed host weight unpacked (AVX-512) into `out`, float32 or BF16 bits.
-template <typename Out>
-std::function<void(int64_t, int64_t, Out*)> UnpackTaskRowsAvx512(const at::Tensor& weight) {
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
-  const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits, layout.in,
-                          layout.group_size, layout.groups(), layout.block_bytes()};
-  const int64_t row_bytes = layout.groups() * layout.block_bytes();
-  return [op, row_bytes](int64_t first, int64_t count, Out* out) {
-    UnpackOperands rows = op;
-    rows.w += first * row_bytes;
-    UnpackRowsAvx512(rows, 0, count, out);
-  };
-}
-
-}  // namespace
-
-at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) && x.scalar_type() == at::kBFloat16 &&
-                  PromptChunkBf16Runs() && DetectQuantIsa() == QuantIsa::kAvx512,
-              "QuantizedPromptChunkBf16: BF16 rows, a packed host weight, an AVX512-BF16 CPU");
-  return PromptChunkLinearBf16(x, loader::PackedLayoutOf(weight)->out,
-                               UnpackTaskRowsAvx512<uint16_t>(weight), bias);
+  return Int4DigitsProducts(x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  const QuantIsa isa = DetectQuantIsa();
-  const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
-  const int64_t rows = in > 0 ? x.numel() / in : 0;
-  if (rows >= 1 && UsesInt8Activations(weight) && QuantizedLinearApplies(x, weight, bias)) {
-    return QuantizedLinearInt8Activations(x, weight, bias);
+  const PackedKernel kernel = ChoosePackedKernel(x, weight, bias);
+  if (kernel != PackedKernel::kNone) return RunPackedKernel(kernel, x, {weight}, {bias})[0];
+  return UnpackedQuantizedLinear(x, weight, bias);
+}
+
+std::vector<at::Tensor> QuantizedLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                         const std::vector<at::Tensor>& biases) {
+  TORCH_CHECK(weights.size() == biases.size(), "QuantizedLinears: one bias (or none) per weight");
+  const PackedKernel kernel =
+      weights.empty() ? PackedKernel::kNone : ChoosePackedKernel(x, weights[0], biases[0]);
+  bool together = kernel != PackedKernel::kNone && PackedWeightsShareInputs(weights);
+  for (size_t i = 1; together && i < weights.size(); ++i) {
+    together = ChoosePackedKernel(x, weights[i], biases[i]) == kernel;
   }
-  if (rows >= 1 && QuantizedLinearApplies(x, weight, bias) &&
-      rows <= QuantizedLinearMaxRows(isa, *loader::PackedLayoutOf(weight), x.scalar_type())) {
-    if (UsesInt4Bf16Kernel(x, weight, bias)) return QuantizedLinearInt4Bf16(x, weight, bias);
-    if (UsesInt8Bf16Kernel(x, weight, bias)) return QuantizedLinearInt8Bf16(x, weight, bias);
-    if (UsesInt4DigitsKernel(x, weight, bias)) return QuantizedLinearInt4Digits(x, weight, bias);
-    return QuantizedLinearKernel(x, weight, bias, isa);
-  }
-  if (!weight.device().is_cpu()) {
-    // No packed kernels on GPUs yet: this weight dequantized there for this product.
-    const at::Tensor dense = loader::DequantizeLinearWeightOnDevice(weight, x.scalar_type());
-    return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
-  }
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
-  if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kFloat && PromptChunkLinearTakes(rows) &&
-      QuantizedLinearApplies(x, weight, bias)) {
-    // The F32 prompt-chunk kernel unpacks each task's rows where it uses them: the same dense
-    // rows and products as unpacking the whole weight for Linear below, without writing it out.
-    return PromptChunkLinear(x, layout.out, UnpackTaskRowsAvx512<float>(weight),
-                             bias.defined() ? bias.to(at::kFloat) : at::Tensor());
-  }
-  if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows) &&
-      QuantizedLinearApplies(x, weight, bias)) {
-    return QuantizedPromptChunkBf16(x, weight, bias);
-  }
-  // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
-  // seen): a prompt chunk never holds a dequantized layer, let alone the model.
-  thread_local at::Tensor scratch;
-  const at::ScalarType type = x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
-  UnpackQuantizedWeight(weight, type, isa, scratch);
-  const at::Tensor dense = type == x.scalar_type() ? scratch : scratch.to(x.scalar_type());
-  // The unquantized model's own product for these rows (SmallBatchLinear up to 256 F32 rows
-  // when the BLAS lacks AVX-512 sgemm, else BLAS / oneDNN).
-  return Linear(x, dense, bias.defined() ? bias.to(x.scalar_type()) : at::Tensor());
+  if (together) return RunPackedKernel(kernel, x, weights, biases);
+  std::vector<at::Tensor> ys;
+  for (size_t i = 0; i < weights.size(); ++i) ys.push_back(QuantizedLinear(x, weights[i], biases[i]));
+  return ys;
 }
 
 }  // namespace placer::model

@@ -86,22 +86,19 @@ bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const a
 at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weight,
                                      const at::Tensor& bias);
 
-// The whole weight unpacked into `scratch` (resized; dtype float32 or BF16) by `isa`'s
-// unpacking (quantized_unpack.h; kNone: the loader's scalar one) on the kernels' helper threads:
-// bit for bit loader::DequantizeLinearWeight(weight, dtype) on every ISA.
-void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, QuantIsa isa,
-                           at::Tensor& scratch);
-
-// BF16 rows (a BF16 checkpoint under --quantize) by the BF16 prompt-chunk kernel
-// (prompt_chunk_bf16.h), each task's weight rows unpacked (AVX-512) where it uses them: bit for
-// bit PromptChunkLinearBf16 over the weight unpacked to BF16, without writing it out. Requires
-// QuantizedLinearApplies, BF16 x, PromptChunkBf16Runs() and DetectQuantIsa() == kAvx512.
-at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8Bf16Kernel's or
 // UsesInt4DigitsKernel's, else DetectQuantIsa's), else the weight dequantized into the calling
 // thread's scratch buffer and ATen's linear.
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// QuantizedLinear of one x by each weight (Llama's q, k and v; gate and up), as one call where
+// the weights differ only in their outputs and QuantizedLinear would give each the same kernel
+// (one preparation of x, one parallel loop: RunPackedProducts), else one QuantizedLinear
+// each. The same outputs, bit for bit, either way. `biases` holds one (possibly undefined)
+// tensor per weight.
+std::vector<at::Tensor> QuantizedLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                         const std::vector<at::Tensor>& biases);
 
 }  // namespace placer::model

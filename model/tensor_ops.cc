@@ -106,6 +106,12 @@ std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector
   TORCH_CHECK(weights.size() == biases.size(), "LinearsOfOneInput: one bias (or none) per weight");
   const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
   const int64_t rows = in > 0 ? x.numel() / in : 0;
+  // Packed weights: Linear's QuantizedLinear for each, in one call where they share a kernel.
+  if (!weights.empty() && std::all_of(weights.begin(), weights.end(), [](const at::Tensor& w) {
+        return loader::IsPackedWeight(w);
+      })) {
+    return QuantizedLinears(x, weights, biases);
+  }
   // The choices Linear makes for each pair, in its order: the few-row and prompt-chunk kernels
   // only where Linear would call the same one for every weight.
   bool plain = !weights.empty();

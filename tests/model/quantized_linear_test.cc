@@ -11,6 +11,7 @@
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
+#include "model/quantized_unpacked_linear.h"
 #include "model/tensor_ops.h"
 #include "tests/model/seeded_tensors.h"
 

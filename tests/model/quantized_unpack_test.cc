@@ -12,6 +12,7 @@
 
 #include "loader/quantized_weight.h"
 #include "model/quantized_linear.h"
+#include "model/quantized_unpacked_linear.h"
 
 namespace placer::model {
 namespace {
