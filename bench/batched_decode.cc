@@ -5,14 +5,15 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "model/logit_passes.h"
 #include "base/status_macros.h"
 
 namespace placer::bench {
 namespace {
 
 int32_t ArgmaxOfRow(const model::Logits& logits, size_t row, int64_t vocab) {
-  const auto first = logits.values.begin() + static_cast<int64_t>(row) * vocab;
-  return static_cast<int32_t>(std::max_element(first, first + vocab) - first);
+  const float* first = logits.values.data() + static_cast<int64_t>(row) * vocab;
+  return static_cast<int32_t>(model::FirstIndexOf(first, vocab, model::LargestLogit(first, vocab)));
 }
 
 }  // namespace

@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   generate->add_option("--prompt-tokens", stream_args.prompt_tokens)->check(CLI::Range(1, 100000));
   generate->add_option("--new-tokens", stream_args.new_tokens)->check(CLI::Range(1, 100000));
   generate->add_option("--variant", stream_args.variant);
+  generate->add_option("--temperature", stream_args.temperature, "0 (default): greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  generate->add_option("--top-p", stream_args.top_p)->check(CLI::Range(0.0, 1.0));
+  generate->add_option("--top-k", stream_args.top_k);
   UnaryArgs unary_args;
   CLI::App* forward = app.add_subcommand("forward", "unary Forward latency / throughput");
   add_common(forward);

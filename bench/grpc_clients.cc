@@ -69,7 +69,12 @@ absl::StatusOr<nlohmann::json> RunGenerateStreams(const StreamArgs& args) {
         request.add_prompt_token_ids(id);
       }
       request.mutable_params()->set_max_new_tokens(static_cast<uint32_t>(args.new_tokens));
-      request.mutable_params()->set_temperature(0);
+      request.mutable_params()->set_temperature(args.temperature);
+      if (args.temperature > 0) {
+        request.mutable_params()->set_top_p(args.top_p);
+        request.mutable_params()->set_top_k(args.top_k);
+        request.mutable_params()->set_seed(1000 + s);
+      }
       request.mutable_params()->set_ignore_eos(true);
       const Clock::time_point start = line.Arrive();
       Clock::time_point last = start;

@@ -15,9 +15,13 @@ struct StreamArgs {
   std::string target;
   int streams = 1;
   int prompt_tokens = 16;
-  int new_tokens = 32;  // greedy, ignore_eos: every stream generates exactly this many
+  int new_tokens = 32;  // ignore_eos: every stream generates exactly this many
   int64_t vocab = 0;
   int variant = 0;      // varies the prompts between runs
+  // Sampling (placer.v1 SamplingParams): 0 is greedy; the seed is fixed per stream.
+  float temperature = 0;
+  float top_p = 1;
+  uint32_t top_k = 0;
 };
 
 // {"streams", "aggregate_tokens_per_second", "wall_seconds", "ttft_seconds": [per stream],

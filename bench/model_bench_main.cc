@@ -26,9 +26,11 @@
 #include "bench/memory_bandwidth.h"
 #include "bench/quantize_drift.h"
 #include "bench/quantized_products.h"
+#include "bench/sampling_bench.h"
 #include "bench/small_batch_products.h"
 #include "bench/stream_prefetch.h"
 #include "model/causal_lm.h"
+#include "model/logit_passes.h"
 #include "base/openblas_core.h"
 #include "base/status_macros.h"
 
@@ -41,9 +43,12 @@ namespace {
 // n passes' staging.
 void SettlePrefetch() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
+// The greedy token as placerd's sampler picks it (one vectorized pass, not std::max_element's
+// ~95 us over 32000 logits, which llama-bench's timed steps do not pay either).
 int32_t Argmax(const model::Logits& logits) {
-  const auto best = std::max_element(logits.values.begin(), logits.values.end());
-  return static_cast<int32_t>(best - logits.values.begin());
+  const float* values = logits.values.data();
+  const auto n = static_cast<int64_t>(logits.values.size());
+  return static_cast<int32_t>(model::FirstIndexOf(values, n, model::LargestLogit(values, n)));
 }
 
 // Greedy decode: prefill the prompt, then one Extend per new token, each timed (or, with
@@ -293,6 +298,14 @@ int main(int argc, char** argv) {
   std::vector<int64_t> distances = {2048, 4096, 6144, 8192, 12288, 16384};
   prefetch->add_option("--distances", distances, "bytes ahead to measure")
       ->check(CLI::Range(64, 1 << 24));
+  CLI::App* sampling = app.add_subcommand(
+      "sampling", "what placerd's sampler costs per token (greedy, temperature, top-k, top-p) "
+                  "on random logits, beside std::max_element and a sort of the vocabulary");
+  int64_t vocab = 32000;
+  sampling->add_option("--vocab", vocab, "logits per row")->check(CLI::Range(2, 1 << 22));
+  int sampled_tokens = 200;
+  sampling->add_option("--tokens", sampled_tokens, "tokens per run")->check(CLI::Range(1, 1000000));
+  sampling->add_option("--runs", runs)->check(CLI::Range(1, 1000));
   app.add_subcommand("blas-coretype",
                      "print the OPENBLAS_CORETYPE this process runs with (empty: OpenBLAS's own "
                      "choice), so bench/run gives its peers the same kernels");
@@ -307,6 +320,10 @@ int main(int argc, char** argv) {
     if (*decode) return Finish(Decode(args, prompt_tokens, new_tokens, runs, batch, read_probe_mib));
     if (*forward) return Finish(ForwardCalls(args, tokens, iterations, clients));
     if (*drift) return Finish(Drift(args, prompts, drift_tokens));
+    if (*sampling) {
+      PrintJson(MeasureSampling(vocab, sampled_tokens, runs));
+      return 0;
+    }
     if (*prefetch) {
       PrintJson(MeasureStreamPrefetch(mib << 20, args.threads, pairs, distances));
       return 0;

@@ -1,20 +1,39 @@
 #include "model/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "model/logit_passes.h"
 
 namespace placer::model {
 namespace {
 
-float LogSumExp(const std::vector<float>& values) {
-  const float largest = *std::max_element(values.begin(), values.end());
-  double sum = 0;
-  for (float value : values) sum += std::exp(static_cast<double>(value - largest));
+// log(sum(exp(values))): from the vectorized passes, or (no finite largest value: infinities,
+// every value NaN) the plain formula, whose infinities and NaN are the answer.
+float LogSumExp(const std::vector<float>& values, std::vector<float>& scratch) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  const float largest = LargestLogit(values.data(), n);
+  if (!std::isfinite(largest)) {
+    double sum = 0;
+    for (float value : values) sum += std::exp(static_cast<double>(value - largest));
+    return largest + static_cast<float>(std::log(sum));
+  }
+  scratch.resize(values.size());
+  const double sum = SoftmaxWeights(values.data(), n, largest, 1.0f, scratch.data());
   return largest + static_cast<float>(std::log(sum));
+}
+
+// The binary exponent field of a weight in [0, 1] (0 for zero and denormals).
+int ExponentOf(float weight) {
+  uint32_t bits;
+  std::memcpy(&bits, &weight, sizeof(bits));
+  return static_cast<int>((bits >> 23) & 0xFF);
 }
 
 }  // namespace
@@ -42,6 +61,93 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), random_(params.seed != 0 ? params.seed : std::random_device{}()) {}
 
+int32_t Sampler::Pick(const std::vector<int32_t>& candidates, size_t count, double total) {
+  // One uniform draw walked through the cumulative weights: token c with probability w_c / total.
+  const double point = std::uniform_real_distribution<double>(0.0, 1.0)(random_) * total;
+  double cumulative = 0;
+  int32_t last = candidates[0];
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t token = candidates[i];
+    const float weight = weights_[static_cast<size_t>(token)];
+    if (weight <= 0) continue;
+    cumulative += weight;
+    last = token;
+    if (cumulative > point) return token;
+  }
+  return last;  // the point fell in the rounding of the last sum
+}
+
+int32_t Sampler::Draw(const std::vector<float>& scores, float largest) {
+  const float* s = scores.data();
+  const int64_t n = static_cast<int64_t>(scores.size());
+  const float temperature = params_.temperature;
+  // Best first; ties broken by token id so the order is the same on every run; NaN last (as
+  // -infinity: the order must stay strict for the sorts).
+  auto rank = [s](int32_t token) {
+    return std::isnan(s[token]) ? -std::numeric_limits<float>::infinity() : s[token];
+  };
+  auto better = [&rank](int32_t a, int32_t b) {
+    const float ra = rank(a), rb = rank(b);
+    return ra != rb ? ra > rb : a < b;
+  };
+  weights_.resize(scores.size());
+  candidates_.clear();
+  double total = 0;
+  if (params_.top_k > 0 && params_.top_k < n) {
+    candidates_.resize(scores.size());
+    std::iota(candidates_.begin(), candidates_.end(), 0);
+    const auto keep = static_cast<std::ptrdiff_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), better);
+    candidates_.resize(static_cast<size_t>(keep));
+    for (int32_t token : candidates_) {
+      const float weight = std::isnan(s[token]) ? 0.0f : std::exp((s[token] - largest) / temperature);
+      weights_[static_cast<size_t>(token)] = weight;
+      total += weight;
+    }
+  } else {
+    total = SoftmaxWeights(s, n, largest, temperature, weights_.data());
+    if (params_.top_p >= 1) {
+      // Every token by its weight, in id order: no order is needed without a nucleus.
+      candidates_.resize(scores.size());
+      std::iota(candidates_.begin(), candidates_.end(), 0);
+      return Pick(candidates_, candidates_.size(), total);
+    }
+    // The nucleus is a prefix of the best-first order: only tokens from the heaviest binades
+    // down to the one where their sum reaches top_p are sorted, not the vocabulary.
+    std::array<double, 256> binade_sums{};
+    for (int64_t i = 0; i < n; ++i) binade_sums[static_cast<size_t>(ExponentOf(weights_[i]))] += weights_[i];
+    const double target = params_.top_p * total;
+    int lowest = 0;
+    double heaviest = 0;
+    for (int e = 255; e >= 0; --e) {
+      heaviest += binade_sums[static_cast<size_t>(e)];
+      if (heaviest >= target) {
+        lowest = e;
+        break;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (weights_[i] > 0 && ExponentOf(weights_[i]) >= lowest) {
+        candidates_.push_back(static_cast<int32_t>(i));
+      }
+    }
+    std::sort(candidates_.begin(), candidates_.end(), better);
+  }
+  size_t keep = candidates_.size();
+  if (params_.top_p < 1) {
+    // The smallest best-first prefix whose probability reaches top_p (always one token).
+    const double target = params_.top_p * total;
+    double cumulative = 0;
+    size_t nucleus = 0;
+    while (nucleus < keep && cumulative < target) {
+      cumulative += weights_[static_cast<size_t>(candidates_[nucleus++])];
+    }
+    keep = std::max<size_t>(nucleus, 1);
+    total = cumulative > 0 ? cumulative : weights_[static_cast<size_t>(candidates_[0])];
+  }
+  return Pick(candidates_, keep, total);
+}
+
 SampledToken Sampler::Next(const std::vector<float>& logits,
                            const std::vector<int32_t>& previous) {
   std::vector<float> penalised;
@@ -55,44 +161,22 @@ SampledToken Sampler::Next(const std::vector<float>& logits,
     }
   }
   const std::vector<float>& scores = params_.repetition_penalty != 1 ? penalised : logits;
+  const int64_t n = static_cast<int64_t>(scores.size());
+  const float largest = LargestLogit(scores.data(), n);
   int32_t chosen = 0;
-  if (params_.temperature == 0) {
-    chosen = static_cast<int32_t>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+  if (std::isinf(largest) && largest > 0) {
+    // Every temperature puts all the probability on the infinite logits: the first of them.
+    chosen = static_cast<int32_t>(FirstIndexOf(scores.data(), n, largest));
+  } else if (!std::isfinite(largest)) {
+    chosen = 0;  // every logit -infinity or NaN: nothing to prefer
+  } else if (params_.temperature == 0) {
+    chosen = static_cast<int32_t>(FirstIndexOf(scores.data(), n, largest));
   } else {
-    std::vector<int32_t> order(scores.size());
-    std::iota(order.begin(), order.end(), 0);
-    size_t keep = scores.size();
-    if (params_.top_k > 0) keep = std::min<size_t>(keep, params_.top_k);
-    // Sorted best first; ties broken by token id so the order is the same on every run.
-    auto better = [&](int32_t a, int32_t b) {
-      return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-    };
-    if (params_.top_p < 1) {
-      std::sort(order.begin(), order.end(), better);
-    } else {
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep),
-                        order.end(), better);
-    }
-    std::vector<double> weights(keep);
-    const float best = scores[order[0]];
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) {
-      weights[i] = std::exp(static_cast<double>(scores[order[i]] - best) / params_.temperature);
-      total += weights[i];
-    }
-    if (params_.top_p < 1) {
-      // The smallest prefix whose probability reaches top_p (always at least one token).
-      double cumulative = 0;
-      size_t nucleus = 0;
-      while (nucleus < keep && cumulative < params_.top_p * total) cumulative += weights[nucleus++];
-      keep = std::max<size_t>(nucleus, 1);
-      weights.resize(keep);
-    }
-    std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
-    chosen = order[pick(random_)];
+    chosen = Draw(scores, largest);
   }
-  const float logprob =
-      params_.logprobs ? logits[static_cast<size_t>(chosen)] - LogSumExp(logits) : 0.0f;
+  const float logprob = params_.logprobs
+                            ? logits[static_cast<size_t>(chosen)] - LogSumExp(logits, weights_)
+                            : 0.0f;
   return SampledToken{chosen, logprob};
 }
 

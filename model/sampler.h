@@ -1,6 +1,9 @@
 // Picks the next token from a row of logits: greedy at temperature 0, else temperature,
 // top-k, top-p (nucleus) and repetition penalty as transformers applies them, with a
-// per-request random stream so a seed reproduces the output.
+// per-request random stream so a seed reproduces the output. Each token costs a few vectorized
+// passes over the vocabulary (logit_passes.h), never a sort of it: top-k partially sorts k
+// tokens, top-p sorts only the binades of weight its nucleus reaches into. NaN logits are never
+// drawn; +infinite ones take all the probability (the first of them is chosen).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +44,17 @@ class Sampler {
   SampledToken Next(const std::vector<float>& logits, const std::vector<int32_t>& previous);
 
  private:
+  // A token drawn from `scores` at the temperature, within top_k and top_p; `largest` is their
+  // largest (finite) value.
+  int32_t Draw(const std::vector<float>& scores, float largest);
+  // candidates[0, count) by their weights_ (summing to `total`), one uniform draw.
+  int32_t Pick(const std::vector<int32_t>& candidates, size_t count, double total);
+
   SamplingParams params_;
   std::mt19937_64 random_;
+  // Reused from token to token: a weight per vocabulary entry, the tokens being ranked.
+  std::vector<float> weights_;
+  std::vector<int32_t> candidates_;
 };
 
 }  // namespace placer::model
