@@ -41,6 +41,13 @@ nlohmann::json MeasureSampling(int64_t vocab, int tokens, int runs) {
   for (auto& row : rows) {
     for (float& logit : row) logit = normal(random);
   }
+  // A near-flat row, as an untrained model's (bench/run's checkpoints): top-p's nucleus then
+  // holds most of the vocabulary.
+  std::normal_distribution<float> flat_normal(0.0f, 0.3f);
+  std::vector<std::vector<float>> flat_rows(8, std::vector<float>(static_cast<size_t>(vocab)));
+  for (auto& row : flat_rows) {
+    for (float& logit : row) logit = flat_normal(random);
+  }
   const std::vector<int32_t> history(64, 5);
   struct Setting {
     const char* name;
@@ -48,6 +55,7 @@ nlohmann::json MeasureSampling(int64_t vocab, int tokens, int runs) {
     uint32_t top_k;
     float top_p;
     bool logprobs;
+    bool flat = false;
   };
   nlohmann::json sampler = nlohmann::json::object();
   int64_t checksum = 0;
@@ -56,7 +64,8 @@ nlohmann::json MeasureSampling(int64_t vocab, int tokens, int runs) {
                                  Setting{"top_k_40", 0.7f, 40, 1, false},
                                  Setting{"top_p_0.9", 0.7f, 0, 0.9f, false},
                                  Setting{"top_k_40_top_p_0.95", 1.0f, 40, 0.95f, false},
-                                 Setting{"greedy_logprobs", 0, 0, 1, true}}) {
+                                 Setting{"greedy_logprobs", 0, 0, 1, true},
+                                 Setting{"flat_top_p_0.9", 0.7f, 0, 0.9f, false, true}}) {
     model::SamplingParams params;
     params.temperature = setting.temperature;
     params.top_k = setting.top_k;
@@ -65,7 +74,8 @@ nlohmann::json MeasureSampling(int64_t vocab, int tokens, int runs) {
     params.seed = 3;
     model::Sampler picker(params);
     sampler[setting.name] = MedianMicroseconds(tokens, runs, [&](int i) {
-      checksum += picker.Next(rows[static_cast<size_t>(i) % rows.size()], history).id;
+      const auto& row_set = setting.flat ? flat_rows : rows;
+      checksum += picker.Next(row_set[static_cast<size_t>(i) % row_set.size()], history).id;
     });
   }
   const double max_element = MedianMicroseconds(tokens, runs, [&](int i) {

@@ -10,7 +10,8 @@
 namespace placer::bench {
 
 // Microseconds per token (median of `runs` runs of `tokens` tokens each) for greedy,
-// temperature alone, top-k 40, top-p 0.9, top-k 40 with top-p 0.95 and greedy with logprobs;
+// temperature alone, top-k 40, top-p 0.9, top-k 40 with top-p 0.95, greedy with logprobs and
+// top-p 0.9 on near-flat logits;
 // and per row for std::max_element and std::sort of the vocabulary's ids by logit.
 nlohmann::json MeasureSampling(int64_t vocab, int tokens, int runs);
 

@@ -1,7 +1,6 @@
 #include "model/sampler.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -29,11 +28,13 @@ float LogSumExp(const std::vector<float>& values, std::vector<float>& scratch) {
   return largest + static_cast<float>(std::log(sum));
 }
 
-// The binary exponent field of a weight in [0, 1] (0 for zero and denormals).
-int ExponentOf(float weight) {
+// Weights in [0, 1] by the top 14 bits of their float32 bits (binade and 5 mantissa bits): the
+// bucket order is the weight order. 1.0 is bucket 4064.
+constexpr size_t kWeightBuckets = 4096;
+size_t BucketOf(float weight) {
   uint32_t bits;
   std::memcpy(&bits, &weight, sizeof(bits));
-  return static_cast<int>((bits >> 23) & 0xFF);
+  return std::min<size_t>(bits >> 18, kWeightBuckets - 1);
 }
 
 }  // namespace
@@ -112,26 +113,38 @@ int32_t Sampler::Draw(const std::vector<float>& scores, float largest) {
       std::iota(candidates_.begin(), candidates_.end(), 0);
       return Pick(candidates_, candidates_.size(), total);
     }
-    // The nucleus is a prefix of the best-first order: only tokens from the heaviest binades
-    // down to the one where their sum reaches top_p are sorted, not the vocabulary.
-    std::array<double, 256> binade_sums{};
-    for (int64_t i = 0; i < n; ++i) binade_sums[static_cast<size_t>(ExponentOf(weights_[i]))] += weights_[i];
+    // The nucleus is a prefix of the best-first order, and weights follow that order: buckets
+    // of weight (the top 14 bits of the float: binade and 5 mantissa bits) from the heaviest
+    // down; the buckets above the one where their sum reaches top_p are wholly in, in any
+    // order, and only that one bucket's tokens are ranked to find where the prefix ends.
     const double target = params_.top_p * total;
-    int lowest = 0;
-    double heaviest = 0;
-    for (int e = 255; e >= 0; --e) {
-      heaviest += binade_sums[static_cast<size_t>(e)];
-      if (heaviest >= target) {
-        lowest = e;
+    bucket_sums_.assign(kWeightBuckets, 0.0);
+    for (int64_t i = 0; i < n; ++i) bucket_sums_[BucketOf(weights_[i])] += weights_[i];
+    size_t boundary = 0;
+    double above = 0;
+    for (size_t b = kWeightBuckets; b-- > 0;) {
+      if (b == 0 || above + bucket_sums_[b] >= target) {
+        boundary = b;
         break;
       }
+      above += bucket_sums_[b];
     }
+    ranked_.clear();
     for (int64_t i = 0; i < n; ++i) {
-      if (weights_[i] > 0 && ExponentOf(weights_[i]) >= lowest) {
-        candidates_.push_back(static_cast<int32_t>(i));
-      }
+      if (weights_[i] <= 0) continue;
+      const size_t bucket = BucketOf(weights_[i]);
+      if (bucket > boundary) candidates_.push_back(static_cast<int32_t>(i));
+      if (bucket == boundary) ranked_.push_back(static_cast<int32_t>(i));
     }
-    std::sort(candidates_.begin(), candidates_.end(), better);
+    std::sort(ranked_.begin(), ranked_.end(), better);
+    // The boundary bucket's best-first prefix that reaches top_p (`above` < target: at least
+    // its first token).
+    double cumulative = above;
+    for (size_t i = 0; i < ranked_.size() && cumulative < target; ++i) {
+      candidates_.push_back(ranked_[i]);
+      cumulative += weights_[static_cast<size_t>(ranked_[i])];
+    }
+    return Pick(candidates_, candidates_.size(), cumulative);
   }
   size_t keep = candidates_.size();
   if (params_.top_p < 1) {

@@ -2,7 +2,7 @@
 // top-k, top-p (nucleus) and repetition penalty as transformers applies them, with a
 // per-request random stream so a seed reproduces the output. Each token costs a few vectorized
 // passes over the vocabulary (logit_passes.h), never a sort of it: top-k partially sorts k
-// tokens, top-p sorts only the binades of weight its nucleus reaches into. NaN logits are never
+// tokens, top-p ranks only the tokens of the one bucket of weight where its nucleus ends. NaN logits are never
 // drawn; +infinite ones take all the probability (the first of them is chosen).
 #pragma once
 
@@ -54,7 +54,8 @@ class Sampler {
   std::mt19937_64 random_;
   // Reused from token to token: a weight per vocabulary entry, the tokens being ranked.
   std::vector<float> weights_;
-  std::vector<int32_t> candidates_;
+  std::vector<int32_t> candidates_, ranked_;
+  std::vector<double> bucket_sums_;
 };
 
 }  // namespace placer::model
