@@ -220,8 +220,10 @@ at::Tensor DecoderOnlyModel::Run(runtime::BlockRunner::Pass& pass, BlockState st
   for (size_t block = 0; block < runner_->block_count(); ++block) {
     // Another stage's layers: the pipeline hook on the block before them carried the pass there.
     if (runner_->block(block).other_stage) continue;
-    if (block == head && !all_positions) {
-      // Only each sequence's last row is sampled from: the lm_head skips the others.
+    if (block == head && !all_positions &&
+        state.hidden.size(0) != static_cast<int64_t>(state.sequences.size())) {
+      // Only each sequence's last row is sampled from: the lm_head skips the others (a decode
+      // step, one row per sequence, has no others).
       std::vector<int64_t> last_rows;
       for (const SequenceRows& rows : state.sequences) {
         last_rows.push_back(rows.offset + rows.length - 1);

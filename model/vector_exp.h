@@ -8,7 +8,9 @@ namespace placer::model {
 
 // exp(x) for 16 floats: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by its Taylor polynomial to r^7
 // (relative error below 1e-8 there), times 2^n by vscalefps (which gives infinity past the
-// float range and zero, through denormals, below it). NaN stays NaN.
+// float range and zero, through denormals, below it). A NaN lane comes out as exp(100), +inf
+// (the clamp's vminps answers its second operand): callers that may see NaN mask it (SiLU's
+// g / (1 + e) is NaN again; the sampler's weights set it to 0).
 __attribute__((target("avx512f"), always_inline)) inline __m512 Exp16(__m512 x) {
   x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(100.0f)), _mm512_set1_ps(-110.0f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
