@@ -9,6 +9,7 @@
 #include "model/packed_product.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/quantized_int4_bf16.h"
+#include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
 #include "model/quantized_int8_bf16.h"
@@ -192,9 +193,23 @@ std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
       });
 }
 
+std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,
+                                               const std::vector<at::Tensor>& weights,
+                                               const std::vector<at::Tensor>& biases) {
+  // A plain reference to the caller's buffer (the helpers must read it, not their own).
+  Int4DigitChunkInputs& inputs = DigitChunkInputsBuffer();
+  return RunPackedProducts(
+      x, weights, biases, [&](const QuantOperands& op) { ArrangeDigitChunkInputs(op, &inputs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedChunkRowsInt4Digits(op, inputs, n0, n1);
+      });
+}
+
 // The kernel QuantizedLinear gives these operands, in its order of preference; kNone where it
 // takes another path (prompt chunks: unpack + GEMM; GPU weights; no kernel for this CPU).
-enum class PackedKernel { kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kGeneral };
+enum class PackedKernel {
+  kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kInt4DigitChunks, kGeneral
+};
 
 PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias) {
@@ -206,8 +221,14 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
     return PackedKernel::kInt8Activations;
   }
   const QuantIsa isa = DetectQuantIsa();
-  if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) return PackedKernel::kNone;
   const bool bf16_rows = x.scalar_type() == at::kBFloat16;
+  if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) {
+    // Prompt chunks of float32 rows: vpdpbusd on the decode kernel's digits where it runs
+    // (quantized_int4_digit_chunks.h), else the weight unpacked for a dense product.
+    return !bf16_rows && Int4DigitsKernelRuns() && Int4DigitsKernelApplies(layout)
+               ? PackedKernel::kInt4DigitChunks
+               : PackedKernel::kNone;
+  }
   if (bf16_rows && PackedBf16KernelsRun() && Int4Bf16KernelApplies(layout)) {
     return PackedKernel::kInt4Bf16;
   }
@@ -231,6 +252,7 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
     case PackedKernel::kInt8Bf16:
       return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
     case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
+    case PackedKernel::kInt4DigitChunks: return Int4DigitChunkProducts(x, weights, biases);
     case PackedKernel::kGeneral: return GeneralProducts(x, weights, biases, DetectQuantIsa());
     case PackedKernel::kNone: break;
   }
@@ -318,6 +340,14 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
               "QuantizedLinearInt4Digits: float32 rows, a packed 4-bit host weight in groups of a "
               "multiple of 128, an AVX512-VNNI CPU");
   return Int4DigitsProducts(x, {weight}, {bias})[0];
+}
+
+at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
+                                          const at::Tensor& bias) {
+  TORCH_CHECK(UsesInt4DigitsKernel(x, weight, bias),
+              "QuantizedLinearInt4DigitChunks: float32 rows, a packed 4-bit host weight in groups "
+              "of a multiple of 128, an AVX512-VNNI CPU");
+  return Int4DigitChunkProducts(x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

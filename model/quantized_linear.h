@@ -85,12 +85,18 @@ at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight
 bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weight,
                                      const at::Tensor& bias);
+// The same operands past QuantizedLinearMaxRows (prompt chunks): the chunk's rows in the lanes
+// (quantized_int4_digit_chunks.h), the same digits and bound, its own summing order. QuantizedLinear
+// takes it for those rows wherever UsesInt4DigitsKernel; this entry, for any number of rows,
+// requires it.
+at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
+                                          const at::Tensor& bias);
 
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8Bf16Kernel's or
-// UsesInt4DigitsKernel's, else DetectQuantIsa's), else the weight dequantized into the calling
-// thread's scratch buffer and ATen's linear.
+// UsesInt4DigitsKernel's, else DetectQuantIsa's), else the chunk kernel where
+// UsesInt4DigitsKernel, else the weight dequantized (quantized_unpacked_linear.h).
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // QuantizedLinear of one x by each weight (Llama's q, k and v; gate and up), as one call where

@@ -189,17 +189,23 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
               ? QuantizedLinearInt4Digits(at_limit, packed, at::Tensor())
               : QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa());
       EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()), kernels));
+      // Past the limit: F32 chunks of 4-bit groups of 128s to the three-digit chunk kernel
+      // where it runs, the rest unpacked for the compute dtype's dense product.
       const at::Tensor beyond = SeededRandn({max_rows + 1, 256}, 9).to(compute);
       const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
-      EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()), Linear(beyond, dense)));
+      EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()),
+                            UsesInt4DigitsKernel(beyond, packed, at::Tensor())
+                                ? QuantizedLinearInt4DigitChunks(beyond, packed, at::Tensor())
+                                : Linear(beyond, dense)));
     }
   }
 }
 
 TEST(QuantizedLinear, F32PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
-  // Where PromptChunkLinear takes F32 chunks it unpacks a task's rows at a time: the result is
-  // bit for bit the whole weight unpacked and multiplied, with tasks (48 rows) and blocks of
-  // inputs (64) left partial, with a bias, and with chunks of several blocks.
+  // UnpackedQuantizedLinear (what QuantizedLinear gives the F32 chunks the three-digit chunk
+  // kernel does not take), where PromptChunkLinear takes them, unpacks a task's rows at a time:
+  // the result is bit for bit the whole weight unpacked and multiplied, with tasks (48 rows) and
+  // blocks of inputs (64) left partial, with a bias, and with chunks of several blocks.
   if (DetectQuantIsa() != QuantIsa::kAvx512 || !PromptChunkLinearTakes(33)) {
     GTEST_SKIP() << "the prompt-chunk kernel does not take 33-row F32 chunks here";
   }
@@ -209,7 +215,7 @@ TEST(QuantizedLinear, F32PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
     const at::Tensor bias = SeededRandn({100}, 22);
     for (int64_t rows : {33, 64, 100, 128}) {
       const at::Tensor x = SeededRandn({rows, 256}, 23);
-      EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, bias), PromptChunkLinear(x, dense, bias)))
+      EXPECT_TRUE(at::equal(UnpackedQuantizedLinear(x, packed, bias), PromptChunkLinear(x, dense, bias)))
           << "bits " << bits << " group " << group << " rows " << rows;
     }
   }
