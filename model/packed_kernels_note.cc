@@ -21,9 +21,9 @@ std::string PackedKernelsNote(loader::DType compute) {
            "and 8-bit ones in groups of 64s (each code a BF16 number, exact); others: " + floats;
   }
   if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
-    return "packed kernels (F32 rows): AVX512-VNNI for 4-bit weights in groups of 128s (each "
-           "block of 128 inputs as 24-bit integers, within 2^-22 of its largest input); others: " +
-           floats;
+    return "packed kernels (F32 rows): AVX512-VNNI for 4-bit weights in groups of 128s, decode "
+           "steps and prompt chunks (each block of 128 inputs as 24-bit integers, within 2^-22 "
+           "of its largest input); others: " + floats;
   }
   return "packed kernels (" + rows + " rows): " + floats;
 }
