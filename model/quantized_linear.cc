@@ -206,7 +206,8 @@ std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,
 }
 
 // The kernel QuantizedLinear gives these operands, in its order of preference; kNone where it
-// takes another path (prompt chunks: unpack + GEMM; GPU weights; no kernel for this CPU).
+// takes another path (prompt chunks no chunk kernel takes: unpack + GEMM; GPU weights; no
+// kernel for this CPU).
 enum class PackedKernel {
   kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kInt4DigitChunks, kGeneral
 };
