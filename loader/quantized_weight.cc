@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "loader/huge_page_tensor.h"
+#include "loader/quantized_group.h"
 
 namespace placer::loader {
 namespace {
@@ -78,6 +80,13 @@ at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
   return packed;
 }
 
+namespace {
+
+// Rows converted to float32 at a time by a task: a few hundred KiB of scratch per thread.
+constexpr int64_t kRowsPerConversion = 8;
+
+}  // namespace
+
 absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
                                                 const PackedLayout& layout,
                                                 const std::string& tensor) {
@@ -85,23 +94,48 @@ absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
     return absl::InvalidArgumentError(absl::StrCat(
         "quantizing ", tensor, ": expected a [", layout.out, ", ", layout.in, "] weight"));
   }
-  const at::Tensor w = weight.to(at::kFloat).contiguous().view({layout.out, layout.groups(),
-                                                                layout.group_size});
-  at::Tensor scales, offsets, codes;
-  if (layout.bits == 8) {
-    scales = w.abs().amax(-1) / 127.0f;
-    offsets = at::zeros_like(scales);
-    const at::Tensor safe = at::where(scales > 0, scales, at::ones_like(scales));
-    codes = at::round(w / safe.unsqueeze(-1)).clamp(-127, 127);
-  } else {
-    const at::Tensor low = w.amin(-1), high = w.amax(-1);
-    scales = (high - low) / 15.0f;
-    const at::Tensor safe = at::where(scales > 0, scales, at::ones_like(scales));
-    const at::Tensor zero = at::where(scales > 0, at::round(-low / safe), at::zeros_like(low));
-    codes = (at::round(w / safe.unsqueeze(-1)) + zero.unsqueeze(-1)).clamp(0, 15);
-    offsets = -zero * scales;
-  }
-  return PackLinearWeight(codes.view({layout.out, layout.in}), scales, offsets, layout);
+  // Row by row, straight into the packed tensor: the tensor formulas this replaces made six
+  // float32 or int32 copies of the whole weight, and on a ~1.1B model the page faults of those
+  // fresh buffers took most of the ~50 s that --quantize added to a load (bench/analysis.md).
+  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
+  at::Tensor packed = HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
+  uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
+  const bool direct = weight.scalar_type() == at::kFloat && weight.is_contiguous();
+  const bool bf16 = weight.scalar_type() == at::kBFloat16 && weight.is_contiguous();
+  const int64_t in = layout.in, gs = layout.group_size, groups = layout.groups();
+  at::parallel_for(0, layout.out, kRowsPerConversion, [&](int64_t n0, int64_t n1) {
+    std::vector<int32_t> codes(static_cast<size_t>(gs));
+    std::vector<float> rows;
+    for (int64_t r0 = n0; r0 < n1; r0 += kRowsPerConversion) {
+      const int64_t count = std::min(kRowsPerConversion, n1 - r0);
+      const float* x = nullptr;
+      if (direct) {
+        x = weight.data_ptr<float>() + r0 * in;
+      } else if (bf16) {
+        // BF16 is float32's upper half (most checkpoints on the Hub): widened by a shift, which
+        // the compiler vectorizes, where ATen's copy_ converts element by element.
+        rows.resize(static_cast<size_t>(count * in));
+        const uint16_t* source = static_cast<const uint16_t*>(weight.data_ptr()) + r0 * in;
+        for (int64_t i = 0; i < count * in; ++i) {
+          const uint32_t bits = static_cast<uint32_t>(source[i]) << 16;
+          std::memcpy(&rows[static_cast<size_t>(i)], &bits, sizeof(float));
+        }
+        x = rows.data();
+      } else {
+        // Any dtype and strides (a transposed [in, out] weight) through ATen's conversion.
+        rows.resize(static_cast<size_t>(count * in));
+        at::from_blob(rows.data(), {count, in}, at::kFloat).copy_(weight.narrow(0, r0, count));
+        x = rows.data();
+      }
+      for (int64_t r = 0; r < count; ++r) {
+        for (int64_t g = 0; g < groups; ++g) {
+          QuantizeGroup(x + r * in + g * gs, gs, layout.bits, codes.data(),
+                        base + ((r0 + r) * groups + g) * layout.block_bytes());
+        }
+      }
+    }
+  });
+  return packed;
 }
 
 namespace {

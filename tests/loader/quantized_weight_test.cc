@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace placer::loader {
 namespace {
@@ -86,6 +88,88 @@ TEST(QuantizedWeight, TensorOperationsGiveTheSameWeightsOnAnyDevice) {
     // q * s + m rounds twice where fma rounds once: within an ulp of q * s (weights ~0.1 here,
     // so 1e-8 where they cancel to near zero).
     EXPECT_TRUE(at::allclose(ops, fused, 1e-6, 1e-8)) << (ops - fused).abs().max().item<float>();
+  }
+}
+
+// The formulas of quantized_weight.h as tensor operations: what QuantizeLinearWeight computed
+// before it went row by row (a copy of the whole weight per step), kept as the reference.
+at::Tensor QuantizedByTensorFormulas(const at::Tensor& weight, const PackedLayout& layout) {
+  const at::Tensor w = weight.to(at::kFloat).contiguous().view({layout.out, layout.groups(),
+                                                                layout.group_size});
+  at::Tensor scales, offsets, codes;
+  if (layout.bits == 8) {
+    scales = w.abs().amax(-1) / 127.0f;
+    offsets = at::zeros_like(scales);
+    const at::Tensor safe = at::where(scales > 0, scales, at::ones_like(scales));
+    codes = at::round(w / safe.unsqueeze(-1)).clamp(-127, 127);
+  } else {
+    const at::Tensor low = w.amin(-1), high = w.amax(-1);
+    scales = (high - low) / 15.0f;
+    const at::Tensor safe = at::where(scales > 0, scales, at::ones_like(scales));
+    const at::Tensor zero = at::where(scales > 0, at::round(-low / safe), at::zeros_like(low));
+    codes = (at::round(w / safe.unsqueeze(-1)) + zero.unsqueeze(-1)).clamp(0, 15);
+    offsets = -zero * scales;
+  }
+  return PackLinearWeight(codes.view({layout.out, layout.in}), scales, offsets, layout);
+}
+
+// Every block's bytes equal, except that a NaN scale or offset need only be NaN in both.
+void ExpectSamePackedBytes(const at::Tensor& got, const at::Tensor& want, const PackedLayout& layout) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  const uint8_t* a = static_cast<const uint8_t*>(got.data_ptr());
+  const uint8_t* b = static_cast<const uint8_t*>(want.data_ptr());
+  const int64_t block = layout.block_bytes();
+  for (int64_t i = 0; i < layout.out * layout.groups(); ++i) {
+    const uint8_t* x = a + i * block;
+    const uint8_t* y = b + i * block;
+    for (int h = 0; h < 2; ++h) {
+      float u, v;
+      std::memcpy(&u, x + 4 * h, 4);
+      std::memcpy(&v, y + 4 * h, 4);
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(u)) << "block " << i << " header " << h;
+      } else {
+        EXPECT_EQ(std::memcmp(x + 4 * h, y + 4 * h, 4), 0)
+            << "block " << i << " header " << h << ": " << u << " against " << v;
+      }
+    }
+    ASSERT_EQ(std::memcmp(x + kPackedBlockHeaderBytes, y + kPackedBlockHeaderBytes,
+                          block - kPackedBlockHeaderBytes), 0)
+        << "codes of block " << i << " (row " << i / layout.groups() << ")";
+  }
+}
+
+TEST(QuantizedWeight, RowByRowPackingIsTheTensorFormulasBitForBit) {
+  for (const PackedLayout layout : {PackedLayout{8, 37, 96, 96}, PackedLayout{8, 19, 96, 32},
+                                    PackedLayout{4, 37, 256, 32}, PackedLayout{4, 21, 256, 128}}) {
+    SCOPED_TRACE(testing::Message() << layout.bits << " bits, groups of " << layout.group_size);
+    at::Tensor w = Weight(layout.out, layout.in, 7);
+    // Ties of every kind (the grids come out exact: steps of 1 and 0.5), a group far from zero
+    // (codes past 2^22 before the zero point takes them back), zeros of both signs, NaN and
+    // infinities, each in a group of its own.
+    const int64_t g = layout.group_size;
+    auto group = [&](int64_t row) { return w[row].narrow(0, 0, g); };
+    group(0).copy_(at::arange(g, at::kFloat).remainder(16) - 7.5f);
+    group(1).copy_(at::arange(g, at::kFloat).remainder(32) * 0.5f - 8.25f);
+    group(1)[0] = 127.0f;
+    group(2).copy_(1000.0f + at::randn({g}) * 1e-4f);
+    group(3).fill_(0.0f);
+    group(4).fill_(-0.0f);
+    group(5)[3] = std::numeric_limits<float>::quiet_NaN();
+    group(6)[1] = std::numeric_limits<float>::infinity();
+    group(7)[2] = -std::numeric_limits<float>::infinity();
+    group(8).fill_(-3.0f);
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf, at::kDouble}) {
+      SCOPED_TRACE(dtype);
+      const at::Tensor typed = w.to(dtype);
+      ExpectSamePackedBytes(*QuantizeLinearWeight(typed, layout, "w"),
+                            QuantizedByTensorFormulas(typed, layout), layout);
+    }
+    // A transposed view (a Conv1D [in, out] weight as [out, in]): strided rows.
+    const at::Tensor transposed = w.t().contiguous().t();
+    ASSERT_FALSE(transposed.is_contiguous());
+    ExpectSamePackedBytes(*QuantizeLinearWeight(transposed, layout, "w"),
+                          QuantizedByTensorFormulas(transposed, layout), layout);
   }
 }
 
