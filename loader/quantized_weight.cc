@@ -94,6 +94,10 @@ absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
     return absl::InvalidArgumentError(absl::StrCat(
         "quantizing ", tensor, ": expected a [", layout.out, ", ", layout.in, "] weight"));
   }
+  if (!weight.device().is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantizing ", tensor, ": the weight must be in host memory to be packed"));
+  }
   // Row by row, straight into the packed tensor: the tensor formulas this replaces made six
   // float32 or int32 copies of the whole weight, and on a ~1.1B model the page faults of those
   // fresh buffers took most of the ~50 s that --quantize added to a load (bench/analysis.md).

@@ -21,7 +21,10 @@ inline bool IsPackedWeight(const at::Tensor& tensor) { return PackedLayoutOf(ten
 //   8 bits: symmetric, s = max|w| / 127 per group, q = round(w / s) in [-127, 127], m = 0;
 //   4 bits: asymmetric, s = (max - min) / 15, z = round(-min / s), q = clamp(round(w / s) + z,
 //           0, 15), m = -z·s (as bitsandbytes' and GPTQ's min-max grids do).
-// A group of zeros gets s = 0 and codes 0. Errors (shape not [out, in]) name `tensor`.
+// in float32, round() to nearest with ties to even. A group of zeros gets s = 0 and codes 0; a
+// group holding a NaN gets a NaN scale (so it dequantizes to NaN). Row by row, in parallel, with
+// no copy of the whole weight. Errors (shape not [out, in], weight not in host memory) name
+// `tensor`.
 absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
                                                 const PackedLayout& layout,
                                                 const std::string& tensor);
