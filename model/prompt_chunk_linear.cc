@@ -27,6 +27,13 @@ constexpr int64_t kWeightRowsPerTask = 48;
 // Past this many rows sgemm's copy of the weight is spread over enough rows to win
 // (`placer-bench-model products`, bench/analysis.md).
 constexpr int64_t kMostRows = 128;
+// Up to this many rows the few-row kernels keep a batch (decode batches of up to 32 sequences
+// stay on one kernel). Past it this kernel beats them whatever BLAS libtorch calls:
+// `placer-bench-model products --threads 2 --rows 32 48 64 128` on a Zen 5 VM whose OpenBLAS runs
+// its Haswell kernels (so SmallBatchLinearMaxRows keeps the few-row kernels to 256 rows, ahead of
+// that sgemm), small preset, ms per step: 22-23 against 32-33 at 48 rows, 29-30 against 41.5 at
+// 64, 53-56 against 77-98 at 128 (bench/analysis.md).
+constexpr int64_t kFewRowsBeforeChunks = 32;
 
 // T weight rows (w, w + in, ...) times the J x 16 input rows of one transposed block, written
 // to y[r * y_stride + t] for the block's first `rows` rows. Each output is a chain of multiply-adds
@@ -182,8 +189,7 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
 bool PromptChunkLinearRuns() { return DetectVectorIsa() == VectorIsa::kAvx512; }
 
 bool PromptChunkLinearTakes(int64_t rows) {
-  return PromptChunkLinearRuns() && rows > SmallBatchLinearMaxRows(VectorIsa::kAvx512) &&
-         rows <= kMostRows;
+  return PromptChunkLinearRuns() && rows > kFewRowsBeforeChunks && rows <= kMostRows;
 }
 
 at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

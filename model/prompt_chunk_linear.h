@@ -29,8 +29,9 @@ namespace placer::model {
 // True when this CPU runs the kernel (AVX-512F).
 bool PromptChunkLinearRuns();
 
-// True when Linear should use the kernel for `rows` input rows: where it runs and the few-row
-// kernels stop (rows > SmallBatchLinearMaxRows(DetectVectorIsa())).
+// True when Linear should use the kernel for `rows` input rows: where it runs, for 33-128 rows,
+// ahead of the few-row kernels (which keep 1-32 rows, and 129-256 where the BLAS has no AVX-512
+// sgemm: SmallBatchLinearMaxRows) and of sgemm.
 bool PromptChunkLinearTakes(int64_t rows);
 
 // x @ weight^T + bias. Requires PromptChunkLinearRuns() and SmallBatchLinearApplies(x, weight,

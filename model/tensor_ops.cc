@@ -141,10 +141,10 @@ std::vector<at::Tensor> LinearsOfOneInput(const at::Tensor& x, const std::vector
     return !SmallBatchBf16Applies(x, w, b) && SmallBatchLinearApplies(x, w, b);
   });
   const VectorIsa isa = DetectVectorIsa();
+  if (f32 && PromptChunkLinearTakes(rows)) return PromptChunkLinears(x, weights, biases);
   if (f32 && rows >= 1 && rows <= SmallBatchLinearMaxRows(isa)) {
     return SmallBatchLinears(x, weights, biases, isa);
   }
-  if (f32 && PromptChunkLinearTakes(rows)) return PromptChunkLinears(x, weights, biases);
   std::vector<at::Tensor> ys;
   for (size_t i = 0; i < weights.size(); ++i) ys.push_back(Linear(x, weights[i], biases[i]));
   return ys;
@@ -169,13 +169,15 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   if (PromptChunkBf16Takes(rows) && SmallBatchBf16Applies(x, weight, bias)) {
     return PromptChunkLinearBf16(x, weight, bias);
   }
+  // F32 prompt chunks of 33-128 rows to the prompt-chunk kernel (AVX-512), the few-row kernels'
+  // rows to them, the rest to sgemm.
+  if (PromptChunkLinearTakes(rows) && SmallBatchLinearApplies(x, weight, bias)) {
+    return PromptChunkLinear(x, weight, bias);
+  }
   const VectorIsa isa = DetectVectorIsa();
   if (rows >= 1 && rows <= SmallBatchLinearMaxRows(isa) &&
       SmallBatchLinearApplies(x, weight, bias)) {
     return SmallBatchLinear(x, weight, bias, isa);
-  }
-  if (PromptChunkLinearTakes(rows) && SmallBatchLinearApplies(x, weight, bias)) {
-    return PromptChunkLinear(x, weight, bias);
   }
   const bool plain_bias = !bias.defined() || bias.dim() == 1;
   const bool gemv_able = rows >= 1 && plain_bias && weight.dim() == 2 && x.device().is_cpu() &&

@@ -105,14 +105,11 @@ TEST_F(PromptChunkLinearTest, RowsGivenATaskAtATimeGiveTheDenseWeightsProducts) 
 }
 
 TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit) {
-  const int64_t few = SmallBatchLinearMaxRows(DetectVectorIsa());
+  // 33-128 rows on every AVX-512 CPU, whatever SmallBatchLinearMaxRows says (256 where the
+  // BLAS has no AVX-512 sgemm: the few-row kernels then keep 129-256).
+  const int64_t few = 32;
   EXPECT_FALSE(PromptChunkLinearTakes(few));
   EXPECT_FALSE(PromptChunkLinearTakes(129));
-  if (few >= 128) {
-    // The BLAS lacks AVX-512 sgemm kernels: the few-row kernels keep every chunk to 256 rows.
-    EXPECT_FALSE(PromptChunkLinearTakes(128));
-    return;
-  }
   EXPECT_TRUE(PromptChunkLinearTakes(few + 1));
   EXPECT_TRUE(PromptChunkLinearTakes(128));
   const at::Tensor w = at::randn({80, 96});
@@ -121,9 +118,16 @@ TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLim
     const at::Tensor x = at::randn({rows, 96});
     EXPECT_TRUE(at::equal(Linear(x, w, b), PromptChunkLinear(x, w, b))) << rows << " rows";
   }
-  // Past the limit: sgemm, still the same products.
+  // Past the limit: the few-row kernels where they keep 129 rows (no AVX-512 sgemm), else sgemm.
   const at::Tensor x = at::randn({129, 96});
   ExpectMatchesFloat64(Linear(x, w, b), x, w, b, "129 rows");
+  const VectorIsa isa = DetectVectorIsa();
+  if (SmallBatchLinearMaxRows(isa) >= 129) {
+    EXPECT_TRUE(at::equal(Linear(x, w, b), SmallBatchLinear(x, w, b, isa)));
+  }
+  // Up to 32 rows: the few-row kernels.
+  const at::Tensor x32 = at::randn({32, 96});
+  EXPECT_TRUE(at::equal(Linear(x32, w, b), SmallBatchLinear(x32, w, b, isa)));
 }
 
 TEST_F(PromptChunkLinearTest, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
