@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/aligned_code_lines.h"
 #include "model/packed_bf16_kernels.h"
 #include "model/row_passes.h"
 
@@ -91,10 +92,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void Chunk(
       const uint8_t* codes_ahead = ahead + block_offset + kPackedBlockHeaderBytes;
       __m512 block_sum[R];
       _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) block_sum[r] = _mm512_setzero_ps();
+      AlignedCodeLines lines(codes);
       for (int64_t k = 0; k < chunks_per_group; ++k) {
         _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + k * kInputsPerChunk), _MM_HINT_T0);
-        AccumulateChunk<R>(_mm512_loadu_si512(codes + k * kInputsPerChunk), x, chunks,
-                           g * chunks_per_group + k, block_sum);
+        AccumulateChunk<R>(lines.Next(), x, chunks, g * chunks_per_group + k, block_sum);
       }
       const float scale = BlockScale(row + block_offset);
       const float shift = BlockOffset(row + block_offset) - kCodeBias * scale;

@@ -2,7 +2,7 @@
 // or --quantize-lm-head int8, or of an 8-bit GPTQ / compressed-tensors one) times 8-bit packed
 // weights, on AVX512-BF16. The float kernels (quantized_kernels.h) widen every code and every
 // input to float32 and spend a conversion and an fma per weight: 12.8 GB/s of codes a thread
-// here, where the BF16 and 4-bit x BF16 kernels stream 14-16. Here a code's two nibbles become
+// on a Zen 4 EPYC, where the BF16 and 4-bit x BF16 kernels stream 14-16. Here a code's two nibbles become
 // two BF16 numbers in registers, 16 + l and 256 + 16 h (each nibble put into the mantissa of
 // 16.0 or 256.0 by a shift and one vpternlogd per 32 codes: no table, no conversion, exact), whose
 // sum is 272 + (q + 128) for the stored int8 q, and vdpbf16ps multiplies both with the code's
@@ -10,6 +10,9 @@
 //   sum (q s + m) x  =  s · sum (400 + q) x  +  (m - 400 s) · X,
 // X the block's input sum in float32 (the products are exact; the sums float32, so a result is
 // within a few float32 roundings of the magnitudes summed, then rounded once to BF16).
+//
+// The codes are read as aligned cache lines (aligned_code_lines.h): their 64-byte vectors start
+// 8 bytes past a line, and on Zen 5 the split loads held the ~1.1B int8 step at 41-53 ms.
 //
 // Every output is computed in one fixed order (per 64 inputs, four vdpbf16ps into a fresh
 // vector, added into the block's sum; the block's sum scaled into the output's accumulator; the

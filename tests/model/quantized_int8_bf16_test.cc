@@ -144,6 +144,33 @@ TEST_F(Int8Bf16, ARowIsTheSameAloneAndInAnyBatch) {
   }
 }
 
+TEST_F(Int8Bf16, ProductsAreTheSameWhereverTheWeightStartsInMemory) {
+  // The codes are read as aligned cache lines put together (aligned_code_lines.h): a weight
+  // starting at each 4-byte offset within a line gives the same bits as one starting on a line,
+  // for single-group rows, groups of 64 (a vector per group) and groups of 192.
+  for (int64_t group : {64, 192, 384}) {
+    const at::Tensor packed = Pack(45, 384, group, 17, true);
+    const at::Tensor x = SeededRandn({3, 384}, 18).to(at::kBFloat16);
+    const at::Tensor bias = SeededRandn({45}, 19);
+    const at::Tensor lines = at::empty({packed.numel() + 128}, packed.options());
+    const int64_t line_start = (-reinterpret_cast<intptr_t>(lines.data_ptr())) & 63;
+    at::Tensor expected;
+    for (int64_t offset = 0; offset < 64; offset += 4) {
+      SCOPED_TRACE(testing::Message() << "group " << group << " offset " << offset);
+      const at::Tensor moved = lines.narrow(0, line_start + offset, packed.numel()).view(packed.sizes());
+      moved.copy_(packed);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(moved.data_ptr()) % 64, static_cast<uintptr_t>(offset));
+      const at::Tensor y = QuantizedLinearInt8Bf16(x, moved, bias);
+      if (offset == 0) {
+        expected = y;
+        ExpectMatchesFloat64(y, x, packed, bias);
+      } else {
+        EXPECT_TRUE(at::equal(y, expected));
+      }
+    }
+  }
+}
+
 TEST_F(Int8Bf16, QuantizedLinearTakesItForBf16DecodeRowsOfEightBitWeightsOnly) {
   const at::Tensor packed = Pack(40, 256, 256, 11, false);
   const at::Tensor x = SeededRandn({8, 256}, 12).to(at::kBFloat16);
