@@ -1,5 +1,6 @@
 // Inside QuantizedLinear (AVX512-VNNI): prompt chunks of float32 rows (more rows than
-// QuantizedLinearMaxRows gives the decode kernels) times 4-bit packed weights whose groups are
+// QuantizedLinearMaxRows gives the decode kernels, and not 33-128 rows, which the F32
+// prompt-chunk kernel takes faster) times 4-bit packed weights whose groups are
 // multiples of 128 inputs, by vpdpbusd on the same three-digit inputs as quantized_int4_digits.h
 // and within the same bound.
 //

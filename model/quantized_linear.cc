@@ -8,6 +8,7 @@
 #include "model/packed_bf16_kernels.h"
 #include "model/packed_product.h"
 #include "model/prompt_chunk_bf16.h"
+#include "model/prompt_chunk_linear.h"
 #include "model/quantized_int4_bf16.h"
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
@@ -224,9 +225,14 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   const QuantIsa isa = DetectQuantIsa();
   const bool bf16_rows = x.scalar_type() == at::kBFloat16;
   if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) {
-    // Prompt chunks of float32 rows: vpdpbusd on the decode kernel's digits where it runs
-    // (quantized_int4_digit_chunks.h), else the weight unpacked for a dense product.
-    return !bf16_rows && Int4DigitsKernelRuns() && Int4DigitsKernelApplies(layout)
+    // Prompt chunks of float32 rows: where the F32 prompt-chunk kernel takes them, each task's
+    // weight rows unpacked for it (UnpackedQuantizedLinear; on a Zen 5 EPYC a small-preset
+    // int4 prefill of 64 rows took 29-31 ms so against 34-40 by digits, of 128 rows 51 against
+    // 61-64); else vpdpbusd on the decode kernel's digits where it runs
+    // (quantized_int4_digit_chunks.h); else the weight unpacked for a dense product.
+    const bool f32_prompt_chunk = isa == QuantIsa::kAvx512 && PromptChunkLinearTakes(rows);
+    return !bf16_rows && !f32_prompt_chunk && Int4DigitsKernelRuns() &&
+                   Int4DigitsKernelApplies(layout)
                ? PackedKernel::kInt4DigitChunks
                : PackedKernel::kNone;
   }

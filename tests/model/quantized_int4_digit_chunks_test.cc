@@ -4,7 +4,8 @@
 // of 8 and a tail of single ones, 1-100 rows (passes of 3, 2 and 1 row vectors of 16, the last
 // one part padding), bias or none; each row bit-identical alone, in any chunk and at either
 // thread count; outliers, tiny blocks and non-finite inputs; QuantizedLinear sending float32
-// prompt chunks of 4-bit weights in groups of 128s here, and nothing else.
+// prompt chunks of 4-bit weights in groups of 128s here where the F32 prompt-chunk kernel does
+// not take them, and nothing else.
 #include "model/quantized_int4_digit_chunks.h"
 
 #include <gtest/gtest.h>
@@ -13,8 +14,10 @@
 
 #include "loader/quantized_weight.h"
 #include "model/causal_lm.h"
+#include "model/prompt_chunk_linear.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_linear.h"
+#include "model/quantized_unpacked_linear.h"
 #include "tests/model/int4_digit_checks.h"
 #include "tests/model/seeded_tensors.h"
 
@@ -110,11 +113,13 @@ TEST_F(Int4DigitChunks, QuantizedLinearSendsFloat32PromptChunksOfGroupsOf128sHer
   const at::Tensor packed = Pack(48, 256, 128, 41);
   const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
   const int64_t most = QuantizedLinearMaxRows(DetectQuantIsa(), layout, at::kFloat);
-  for (int64_t rows : {most + 1, int64_t{64}}) {
+  for (int64_t rows : {most + 1, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{129}}) {
     const at::Tensor x = SeededRandn({rows, 256}, 42);
-    EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()),
-                          QuantizedLinearInt4DigitChunks(x, packed, at::Tensor())))
-        << rows << " rows";
+    // Chunks the F32 prompt-chunk kernel takes go there, their weight rows unpacked.
+    const at::Tensor expected = PromptChunkLinearTakes(rows)
+                                    ? UnpackedQuantizedLinear(x, packed, at::Tensor())
+                                    : QuantizedLinearInt4DigitChunks(x, packed, at::Tensor());
+    EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()), expected)) << rows << " rows";
     // Not the decode kernel's summing order: some output differs in its last bits.
     EXPECT_FALSE(at::equal(QuantizedLinearInt4Digits(x, packed, at::Tensor()),
                            QuantizedLinearInt4DigitChunks(x, packed, at::Tensor())));
