@@ -22,8 +22,9 @@ std::string PackedKernelsNote(loader::DType compute) {
   }
   if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
     return "packed kernels (F32 rows): AVX512-VNNI for 4-bit weights in groups of 128s, decode "
-           "steps and prompt chunks (each block of 128 inputs as 24-bit integers, within 2^-22 "
-           "of its largest input); others: " + floats;
+           "steps and prompt chunks of 17-32 or over 128 rows (each block of 128 inputs as "
+           "24-bit integers, within 2^-22 of its largest input; chunks of 33-128 rows unpack "
+           "each task's weight rows for the F32 prompt-chunk kernel); others: " + floats;
   }
   return "packed kernels (" + rows + " rows): " + floats;
 }
