@@ -4,7 +4,7 @@
 // A packed block's codes start 8 bytes past its header (loader/quantized_layout.h), and a row of
 // blocks is 8 bytes more than a multiple of 64, so an unaligned 64-byte load of them straddles
 // two cache lines nearly every time. On Zen 5 those split loads stalled the 8-bit x BF16 decode
-// kernel: the ~1.1B int8 decode step 41-53 ms against 26-29 ms with this (bench/analysis.md,
+// kernel: the ~1.1B int8 decode step 44-54 ms against 25-29 ms with this (bench/analysis.md,
 // "Split loads of packed codes"). Here each cache line is loaded once, aligned, and each vector
 // is two neighbouring lines put together by one vpermt2d: the same 64 bytes, so every result is
 // bit for bit what the unaligned loads gave.

@@ -12,7 +12,7 @@
 // within a few float32 roundings of the magnitudes summed, then rounded once to BF16).
 //
 // The codes are read as aligned cache lines (aligned_code_lines.h): their 64-byte vectors start
-// 8 bytes past a line, and on Zen 5 the split loads held the ~1.1B int8 step at 41-53 ms.
+// 8 bytes past a line, and on Zen 5 the split loads held the ~1.1B int8 step at 44-54 ms.
 //
 // Every output is computed in one fixed order (per 64 inputs, four vdpbf16ps into a fresh
 // vector, added into the block's sum; the block's sum scaled into the output's accumulator; the
