@@ -1,9 +1,16 @@
 #include "loader/prequantized_repack.h"
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <functional>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "loader/huge_page_tensor.h"
 #include "loader/quantized_weight.h"
 
 namespace placer::loader {
@@ -69,15 +76,57 @@ absl::StatusOr<at::Tensor> InputOrder(const Checkpoint& checkpoint,
   return order.to(at::kInt);
 }
 
-// codes int64 [out, in], zeros (any integer) and scales [out, groups]: the packed weight
-// with w = (code - zero)·scale, re-based so that 4-bit codes are 0..15 and 8-bit -128..127.
-at::Tensor Pack(const at::Tensor& codes, const at::Tensor& zeros, const at::Tensor& scales,
-                int64_t code_bias, const PackedLayout& layout) {
-  // code' = code - bias keeps w = (code' - (zero - bias))·s; integers, so exact in float32.
-  const at::Tensor s = scales.to(at::kFloat);
-  const at::Tensor offsets = (zeros.to(at::kFloat) - static_cast<float>(code_bias)).neg() * s;
-  return PackLinearWeight((codes - code_bias).to(at::kInt), s.contiguous(), offsets.contiguous(),
-                          layout);
+// Writes output row n's codes as the checkpoint stores them, in its stored input order, into
+// codes[0, in).
+using StoredRow = std::function<void(int64_t n, int32_t* codes)>;
+
+// A stored code tensor as contiguous int32 (words of packed codes, or int8 codes widened),
+// after checking the shape its rows are read by (PrequantizedLinears checked the header's
+// already; the bytes read must agree before raw indexing).
+absl::StatusOr<at::Tensor> Codes(const Checkpoint& checkpoint, const std::string& name,
+                                 const std::vector<int64_t>& shape) {
+  PLACER_ASSIGN_OR_RETURN(at::Tensor stored, checkpoint.ReadTensor(name));
+  if (stored.sizes() != at::IntArrayRef(shape)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        checkpoint.dir(), ": tensor \"", name, "\" has shape [", absl::StrJoin(stored.sizes(), ", "),
+        "], not the [", absl::StrJoin(shape, ", "), "] its layout implies"));
+  }
+  return stored.to(at::kInt).contiguous();
+}
+
+// The packed weight with w = (code - zero)·scale, re-based so that 4-bit codes are 0..15 and
+// 8-bit -128..127: code' = code - bias keeps w = (code' - (zero - bias))·s, integers, so exact
+// in float32. zeros (any integer) and scales are [out, groups], small, taken whole; the codes
+// come a row at a time from `stored_row` (inputs regrouped by `order` when defined), so no copy
+// of the whole weight is made: the tensor formulas this replaces made five 64-bit copies of
+// each weight's codes, and a ~1.1B GPTQ checkpoint took 64-69 s to load (bench/analysis.md).
+at::Tensor PackRows(const StoredRow& stored_row, const at::Tensor& order, const at::Tensor& zeros,
+                    const at::Tensor& scales, int64_t code_bias, const PackedLayout& layout) {
+  const at::Tensor s = scales.to(at::kFloat).contiguous();
+  const at::Tensor m =
+      ((zeros.to(at::kFloat) - static_cast<float>(code_bias)).neg() * s).contiguous();
+  TORCH_CHECK(s.dim() == 2 && s.size(0) == layout.out && s.size(1) == layout.groups() &&
+                  m.sizes() == s.sizes(),
+              "PackRows: scales and zeros must be [out, groups]");
+  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
+  at::Tensor packed = HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
+  uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
+  const float* sp = s.data_ptr<float>();
+  const float* mp = m.data_ptr<float>();
+  const int32_t* op = order.defined() ? order.data_ptr<int32_t>() : nullptr;
+  const int64_t in = layout.in, groups = layout.groups();
+  const int64_t row_bytes = groups * layout.block_bytes();
+  at::parallel_for(0, layout.out, 16, [&](int64_t n0, int64_t n1) {
+    std::vector<int32_t> stored(static_cast<size_t>(in)), codes(static_cast<size_t>(in));
+    for (int64_t n = n0; n < n1; ++n) {
+      stored_row(n, stored.data());
+      for (int64_t k = 0; k < in; ++k) {
+        codes[k] = static_cast<int32_t>((op != nullptr ? stored[op[k]] : stored[k]) - code_bias);
+      }
+      PackLinearRow(codes.data(), sp + n * groups, mp + n * groups, layout, base + n * row_bytes);
+    }
+  });
+  return packed;
 }
 
 absl::StatusOr<at::Tensor> Read(const Checkpoint& checkpoint, const std::string& name) {
@@ -89,56 +138,94 @@ absl::StatusOr<at::Tensor> Repack(const Checkpoint& checkpoint,
   const PackedLayout& layout = source.layout;
   const int bits = layout.bits;
   const int64_t unsigned_middle = bits == 8 ? 128 : 0;  // 8-bit codes are stored unsigned
+  const int64_t per_word = 32 / bits;
+  const uint32_t mask = (uint32_t{1} << bits) - 1;
+  const int64_t in = layout.in, out = layout.out;
   PLACER_ASSIGN_OR_RETURN(at::Tensor scales, Read(checkpoint, source.scales));
   switch (source.format.method) {
     case PrequantizedMethod::kGptq: {
       PLACER_ASSIGN_OR_RETURN(const at::Tensor order, InputOrder(checkpoint, source));
-      PLACER_ASSIGN_OR_RETURN(at::Tensor qweight, Read(checkpoint, source.codes));
+      // qweight [in / per_word, out]: word (i / per_word, n) holds input i of output n.
+      PLACER_ASSIGN_OR_RETURN(const at::Tensor qweight,
+                              Codes(checkpoint, source.codes, {in / per_word, out}));
       PLACER_ASSIGN_OR_RETURN(at::Tensor qzeros, Read(checkpoint, source.zeros));
-      // qweight [in/k, out] -> [in/k, out, k] -> [out, in]
-      at::Tensor codes =
-          UnpackWords(qweight, bits).permute({1, 0, 2}).reshape({layout.out, layout.in});
-      // Activation order: inputs regrouped so that group g is the g-th block of group_size.
-      if (order.defined()) codes = codes.index_select(1, order);
-      at::Tensor zeros = UnpackWords(qzeros, bits).reshape({layout.groups(), layout.out}).t();
+      at::Tensor zeros = UnpackWords(qzeros, bits).reshape({layout.groups(), out}).t();
       if (source.format.zeros_minus_one) zeros = zeros + 1;
-      return Pack(codes, zeros, scales.t(), unsigned_middle, layout);
+      const int32_t* words = qweight.data_ptr<int32_t>();
+      return PackRows(
+          [&](int64_t n, int32_t* codes) {
+            for (int64_t i = 0; i < in; ++i) {
+              const auto word = static_cast<uint32_t>(words[(i / per_word) * out + n]);
+              codes[i] = static_cast<int32_t>((word >> (bits * (i % per_word))) & mask);
+            }
+          },
+          order, zeros, scales.t(), unsigned_middle, layout);
     }
     case PrequantizedMethod::kAwq: {
-      PLACER_ASSIGN_OR_RETURN(at::Tensor qweight, Read(checkpoint, source.codes));
+      // qweight [in, out / 8]: output 8·w + k of input i is nibble kAwqNibble[k] of word (i, w).
+      if (bits != 4) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source.slot, ": AWQ GEMM packs 4-bit codes, not ", bits, "-bit ones"));
+      }
+      PLACER_ASSIGN_OR_RETURN(const at::Tensor qweight,
+                              Codes(checkpoint, source.codes, {in, out / 8}));
       PLACER_ASSIGN_OR_RETURN(at::Tensor qzeros, Read(checkpoint, source.zeros));
-      return Pack(UnpackAwqOutputs(qweight).t(), UnpackAwqOutputs(qzeros).t(), scales.t(), 0,
-                  layout);
+      constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+      const int32_t* words = qweight.data_ptr<int32_t>();
+      const int64_t words_per_input = out / 8;
+      return PackRows(
+          [&](int64_t n, int32_t* codes) {
+            const int shift = 4 * kAwqNibble[n % 8];
+            for (int64_t i = 0; i < in; ++i) {
+              const auto word = static_cast<uint32_t>(words[i * words_per_input + n / 8]);
+              codes[i] = static_cast<int32_t>((word >> shift) & 0xF);
+            }
+          },
+          at::Tensor(), UnpackAwqOutputs(qzeros).t(), scales.t(), 0, layout);
     }
     case PrequantizedMethod::kCompressedPacked: {
       PLACER_ASSIGN_OR_RETURN(at::Tensor shape, Read(checkpoint, source.shape));
-      const at::Tensor expected = at::tensor(std::vector<int64_t>{layout.out, layout.in}, at::kLong);
+      const at::Tensor expected = at::tensor(std::vector<int64_t>{out, in}, at::kLong);
       if (!shape.to(at::kLong).equal(expected)) {
         return absl::InvalidArgumentError(absl::StrCat(
             checkpoint.dir(), ": tensor \"", source.shape, "\" says [",
             shape[0].item<int64_t>(), ", ", shape[1].item<int64_t>(), "] but config.json implies [",
-            layout.out, ", ", layout.in, "]"));
+            out, ", ", in, "]"));
       }
       PLACER_ASSIGN_OR_RETURN(const at::Tensor order, InputOrder(checkpoint, source));
-      PLACER_ASSIGN_OR_RETURN(at::Tensor packed, Read(checkpoint, source.codes));
-      // Stored as code + 2^(bits-1): the signed code is stored - 2^(bits-1).
-      at::Tensor stored = UnpackWords(packed, bits).reshape({layout.out, layout.in});
-      if (order.defined()) stored = stored.index_select(1, order);
+      // weight_packed [out, in / per_word]: output n's inputs in order, lowest bits first.
+      PLACER_ASSIGN_OR_RETURN(const at::Tensor packed,
+                              Codes(checkpoint, source.codes, {out, in / per_word}));
       at::Tensor zeros = at::zeros_like(scales, at::kLong);
       if (!source.zeros.empty()) {
         PLACER_ASSIGN_OR_RETURN(zeros, Read(checkpoint, source.zeros));
       }
       const int64_t half = int64_t{1} << (bits - 1);
-      // w = (stored - half - zero)·s: the stored code with zero + half (4 bits keep 0..15).
-      return Pack(stored, zeros.to(at::kLong) + half, scales, bits == 8 ? 128 : 0, layout);
+      const int32_t* words = packed.data_ptr<int32_t>();
+      const int64_t words_per_row = in / per_word;
+      // Stored as code + 2^(bits-1): w = (stored - half - zero)·s, the stored code with
+      // zero + half (4 bits keep 0..15).
+      return PackRows(
+          [&](int64_t n, int32_t* codes) {
+            const int32_t* row = words + n * words_per_row;
+            for (int64_t i = 0; i < in; ++i) {
+              const auto word = static_cast<uint32_t>(row[i / per_word]);
+              codes[i] = static_cast<int32_t>((word >> (bits * (i % per_word))) & mask);
+            }
+          },
+          order, zeros.to(at::kLong) + half, scales, bits == 8 ? 128 : 0, layout);
     }
     case PrequantizedMethod::kCompressedInt: {
-      PLACER_ASSIGN_OR_RETURN(at::Tensor weight, Read(checkpoint, source.codes));
+      // int8 [out, in], the signed codes themselves.
+      PLACER_ASSIGN_OR_RETURN(const at::Tensor weight, Codes(checkpoint, source.codes, {out, in}));
       at::Tensor zeros = at::zeros_like(scales, at::kLong);
       if (!source.zeros.empty()) {
         PLACER_ASSIGN_OR_RETURN(zeros, Read(checkpoint, source.zeros));
       }
-      return Pack(weight.to(at::kLong), zeros.to(at::kLong), scales, 0, layout);
+      const int32_t* values = weight.data_ptr<int32_t>();
+      return PackRows(
+          [&](int64_t n, int32_t* codes) { std::copy_n(values + n * in, in, codes); },
+          at::Tensor(), zeros.to(at::kLong), scales, 0, layout);
     }
   }
   return absl::InternalError("unknown pre-quantized method");

@@ -2,7 +2,9 @@
 // placer's packed layout (loader/quantized_layout.h), exactly: the integer codes are kept, the
 // scales become float32 and an integer zero point z becomes the offset m = -z·s, so that
 // fma(q, s, m) is the format's (q - z)·s in float32. Values the tensor shapes cannot reject
-// are checked here: GPTQ's g_idx, compressed-tensors' weight_g_idx and weight_shape.
+// are checked here: GPTQ's g_idx, compressed-tensors' weight_g_idx and weight_shape. The codes
+// go a row at a time from the stored tensor into the packed one (in parallel; no copy of the
+// whole weight is made: a load's cost is reading the checkpoint and writing the packed bytes).
 //
 // Activation order (GPTQ desc_act, compressed-tensors actorder "group"): g_idx gives each
 // input's group, in any order. The packed layout wants each group's inputs contiguous, so

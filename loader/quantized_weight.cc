@@ -58,26 +58,32 @@ at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
   const int32_t* qp = q.data_ptr<int32_t>();
   const float* sp = s.data_ptr<float>();
   const float* mp = m.data_ptr<float>();
-  const int64_t gs = layout.group_size, groups = layout.groups(), in = layout.in;
+  const int64_t groups = layout.groups(), in = layout.in;
+  const int64_t row_bytes = groups * layout.block_bytes();
   at::parallel_for(0, layout.out, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
-      for (int64_t g = 0; g < groups; ++g) {
-        uint8_t* block = base + (n * groups + g) * layout.block_bytes();
-        PutHeader(block, sp[n * groups + g], mp[n * groups + g]);
-        uint8_t* payload = block + kPackedBlockHeaderBytes;
-        const int32_t* row = qp + n * in + g * gs;
-        for (int64_t k = 0; k < gs; ++k) {
-          if (layout.bits == 8) {
-            const int8_t code = static_cast<int8_t>(row[k]);
-            std::memcpy(payload + k, &code, 1);
-          } else {
-            payload[NibbleByte(k)] |= static_cast<uint8_t>((row[k] & 0xF) << (HighNibble(k) ? 4 : 0));
-          }
-        }
-      }
+      PackLinearRow(qp + n * in, sp + n * groups, mp + n * groups, layout, base + n * row_bytes);
     }
   });
   return packed;
+}
+
+void PackLinearRow(const int32_t* codes, const float* scales, const float* offsets,
+                   const PackedLayout& layout, uint8_t* row) {
+  const int64_t gs = layout.group_size;
+  for (int64_t g = 0; g < layout.groups(); ++g) {
+    uint8_t* block = row + g * layout.block_bytes();
+    PutHeader(block, scales[g], offsets[g]);
+    uint8_t* payload = block + kPackedBlockHeaderBytes;
+    const int32_t* group = codes + g * gs;
+    if (layout.bits == 8) {
+      for (int64_t k = 0; k < gs; ++k) payload[k] = static_cast<uint8_t>(static_cast<int8_t>(group[k]));
+    } else {
+      for (int64_t k = 0; k < gs; ++k) {
+        payload[NibbleByte(k)] |= static_cast<uint8_t>((group[k] & 0xF) << (HighNibble(k) ? 4 : 0));
+      }
+    }
+  }
 }
 
 namespace {

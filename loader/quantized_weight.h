@@ -35,6 +35,12 @@ absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
 at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
                             const at::Tensor& offsets, const PackedLayout& layout);
 
+// One output row of PackLinearWeight: `codes` [in] as there, its groups' `scales` and
+// `offsets` [groups], into `row` (groups · block_bytes bytes, zeroed: 4-bit codes are or-ed in).
+// For callers that make the codes a row at a time (the pre-quantized repack).
+void PackLinearRow(const int32_t* codes, const float* scales, const float* offsets,
+                   const PackedLayout& layout, uint8_t* row);
+
 // w = fma(q, s, m) for every input, as float32 [out, in] converted to `dtype`, into `out`
 // when given (resized; a reused buffer) else a new tensor. Requires IsPackedWeight.
 at::Tensor DequantizeLinearWeight(const at::Tensor& packed, at::ScalarType dtype,

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "loader/architectures/architecture.h"
 #include "loader/checkpoint.h"
+#include "loader/prequantized_repack.h"
 #include "loader/prequantized_tensors.h"
+#include "loader/quantized_weight.h"
 #include "model/causal_lm.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
@@ -57,6 +59,32 @@ TEST_P(PrequantizedCheckpoint, EveryLinearWeightIsRepackedNotReadAsAFloatWeight)
   } else {
     EXPECT_EQ(head, nullptr);
   }
+}
+
+// The repack itself, weight by weight: each packed weight dequantizes (fma(q, s, m) in
+// float32) to the reference's weight, the writer's (q - z)·s rounded once to float32, bit for
+// bit, its columns in the order the model gathers its input in (activation order).
+TEST_P(PrequantizedCheckpoint, EveryRepackedWeightDequantizesToTheReferenceBitForBit) {
+  const loader::ArchitectureDescription arch = loader::DescribeArchitecture(checkpoint_->config());
+  int checked = 0;
+  for (const loader::TensorDescription* slot : arch.Slots()) {
+    const loader::QuantizedLinearSource* source = checkpoint_->QuantizedLinear(slot->name);
+    if (source == nullptr) continue;
+    absl::StatusOr<at::Tensor> packed = loader::RepackQuantizedLinear(*checkpoint_, *source);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    absl::StatusOr<at::Tensor> order = loader::QuantizedInputOrder(*checkpoint_, *source);
+    ASSERT_TRUE(order.ok()) << order.status();
+    absl::StatusOr<at::Tensor> reference = reference_->ReadTensor(slot->name);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    at::Tensor want = reference->to(at::kFloat);
+    if (order->defined()) want = want.index_select(1, order->to(at::kLong));
+    const at::Tensor got = loader::DequantizeLinearWeight(*packed, at::kFloat);
+    ASSERT_EQ(got.sizes(), want.sizes()) << slot->name;
+    EXPECT_TRUE(at::equal(got, want))
+        << slot->name << ": largest difference " << (got - want).abs().max().item<float>();
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST_P(PrequantizedCheckpoint, LogitsEqualTheDequantizedReference) {
