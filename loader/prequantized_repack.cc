@@ -76,6 +76,12 @@ absl::StatusOr<at::Tensor> InputOrder(const Checkpoint& checkpoint,
   return order.to(at::kInt);
 }
 
+// The 32 / bits codes of a stored word, lowest bits first.
+inline void UnpackWord(uint32_t word, int bits, int32_t* codes) {
+  const uint32_t mask = (uint32_t{1} << bits) - 1;
+  for (int j = 0; j < 32 / bits; ++j) codes[j] = static_cast<int32_t>((word >> (bits * j)) & mask);
+}
+
 // Writes output row n's codes as the checkpoint stores them, in its stored input order, into
 // codes[0, in).
 using StoredRow = std::function<void(int64_t n, int32_t* codes)>;
@@ -139,7 +145,6 @@ absl::StatusOr<at::Tensor> Repack(const Checkpoint& checkpoint,
   const int bits = layout.bits;
   const int64_t unsigned_middle = bits == 8 ? 128 : 0;  // 8-bit codes are stored unsigned
   const int64_t per_word = 32 / bits;
-  const uint32_t mask = (uint32_t{1} << bits) - 1;
   const int64_t in = layout.in, out = layout.out;
   PLACER_ASSIGN_OR_RETURN(at::Tensor scales, Read(checkpoint, source.scales));
   switch (source.format.method) {
@@ -154,9 +159,8 @@ absl::StatusOr<at::Tensor> Repack(const Checkpoint& checkpoint,
       const int32_t* words = qweight.data_ptr<int32_t>();
       return PackRows(
           [&](int64_t n, int32_t* codes) {
-            for (int64_t i = 0; i < in; ++i) {
-              const auto word = static_cast<uint32_t>(words[(i / per_word) * out + n]);
-              codes[i] = static_cast<int32_t>((word >> (bits * (i % per_word))) & mask);
+            for (int64_t w = 0; w < in / per_word; ++w) {
+              UnpackWord(static_cast<uint32_t>(words[w * out + n]), bits, codes + w * per_word);
             }
           },
           order, zeros, scales.t(), unsigned_middle, layout);
@@ -208,9 +212,8 @@ absl::StatusOr<at::Tensor> Repack(const Checkpoint& checkpoint,
       return PackRows(
           [&](int64_t n, int32_t* codes) {
             const int32_t* row = words + n * words_per_row;
-            for (int64_t i = 0; i < in; ++i) {
-              const auto word = static_cast<uint32_t>(row[i / per_word]);
-              codes[i] = static_cast<int32_t>((word >> (bits * (i % per_word))) & mask);
+            for (int64_t w = 0; w < words_per_row; ++w) {
+              UnpackWord(static_cast<uint32_t>(row[w]), bits, codes + w * per_word);
             }
           },
           order, zeros.to(at::kLong) + half, scales, bits == 8 ? 128 : 0, layout);
