@@ -5,6 +5,7 @@ if(NOT TARGET placer_base)
   find_package(ICU REQUIRED COMPONENTS uc)
   add_library(placer_base STATIC
     ${CMAKE_CURRENT_LIST_DIR}/json_fields.cc
+    ${CMAKE_CURRENT_LIST_DIR}/malloc_reuse.cc
     ${CMAKE_CURRENT_LIST_DIR}/openblas_core.cc
     ${CMAKE_CURRENT_LIST_DIR}/utf8.cc)
   target_include_directories(placer_base PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)

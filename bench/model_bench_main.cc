@@ -31,6 +31,7 @@
 #include "bench/stream_prefetch.h"
 #include "model/causal_lm.h"
 #include "model/logit_passes.h"
+#include "base/malloc_reuse.h"
 #include "base/openblas_core.h"
 #include "base/status_macros.h"
 
@@ -213,6 +214,7 @@ int Finish(const absl::StatusOr<nlohmann::json>& result) {
 
 int main(int argc, char** argv) {
   placer::base::ReexecWithBetterOpenBlasCore(argv);
+  placer::base::KeepFreedMemoryForReuse();  // as placerd does, so in-process numbers match it
   using namespace placer::bench;
   CLI::App app{"placer-bench-model: in-process model benchmarks (JSON on stdout)"};
   app.require_subcommand(1);

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "base/malloc_reuse.h"
 #include "base/openblas_core.h"
 #include "model/causal_lm.h"
 
@@ -31,6 +32,7 @@ void ForwardToMainThread(int signal_number) { pthread_kill(main_thread, signal_n
 
 int main(int argc, char** argv) {
   placer::base::ReexecWithBetterOpenBlasCore(argv);
+  placer::base::KeepFreedMemoryForReuse();
   main_thread = pthread_self();
   struct sigaction forward {};
   forward.sa_handler = ForwardToMainThread;
