@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "loader/huge_page_tensor.h"
 #include "loader/quantized_weight.h"
 
 namespace placer::loader {
@@ -114,8 +113,7 @@ at::Tensor PackRows(const StoredRow& stored_row, const at::Tensor& order, const 
   TORCH_CHECK(s.dim() == 2 && s.size(0) == layout.out && s.size(1) == layout.groups() &&
                   m.sizes() == s.sizes(),
               "PackRows: scales and zeros must be [out, groups]");
-  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
-  at::Tensor packed = HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
+  at::Tensor packed = ZeroPackedWeight(layout);
   uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
   const float* sp = s.data_ptr<float>();
   const float* mp = m.data_ptr<float>();

@@ -42,6 +42,11 @@ std::optional<PackedLayout> PackedLayoutOf(const at::Tensor& tensor) {
   return layout;
 }
 
+at::Tensor ZeroPackedWeight(const PackedLayout& layout) {
+  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
+  return HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
+}
+
 at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
                             const at::Tensor& offsets, const PackedLayout& layout) {
   const at::Tensor q = codes.to(at::kInt).contiguous();
@@ -52,8 +57,7 @@ at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
   TORCH_CHECK(s.sizes() == m.sizes() && s.dim() == 2 && s.size(0) == layout.out &&
                   s.size(1) == layout.groups(),
               "PackLinearWeight: scales and offsets must be [out, groups]");
-  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
-  at::Tensor packed = HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
+  at::Tensor packed = ZeroPackedWeight(layout);
   uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
   const int32_t* qp = q.data_ptr<int32_t>();
   const float* sp = s.data_ptr<float>();
@@ -107,8 +111,7 @@ absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
   // Row by row, straight into the packed tensor: the tensor formulas this replaces made six
   // float32 or int32 copies of the whole weight, and on a ~1.1B model the page faults of those
   // fresh buffers took most of the ~50 s that --quantize added to a load (bench/analysis.md).
-  const at::ScalarType type = layout.bits == 8 ? at::kChar : at::kByte;
-  at::Tensor packed = HugePageZeros({layout.out, layout.groups(), layout.block_bytes()}, type);
+  at::Tensor packed = ZeroPackedWeight(layout);
   uint8_t* base = static_cast<uint8_t*>(packed.data_ptr());
   const bool direct = weight.scalar_type() == at::kFloat && weight.is_contiguous();
   const bool bf16 = weight.scalar_type() == at::kBFloat16 && weight.is_contiguous();

@@ -35,6 +35,10 @@ absl::StatusOr<at::Tensor> QuantizeLinearWeight(const at::Tensor& weight,
 at::Tensor PackLinearWeight(const at::Tensor& codes, const at::Tensor& scales,
                             const at::Tensor& offsets, const PackedLayout& layout);
 
+// An all-zero packed weight of `layout` ([out, groups, block bytes], kChar for 8 bits, kByte
+// for 4) on huge pages where the kernel gives them: what the packers below fill row by row.
+at::Tensor ZeroPackedWeight(const PackedLayout& layout);
+
 // One output row of PackLinearWeight: `codes` [in] as there, its groups' `scales` and
 // `offsets` [groups], into `row` (groups · block_bytes bytes, zeroed: 4-bit codes are or-ed in).
 // For callers that make the codes a row at a time (the pre-quantized repack).
