@@ -247,11 +247,25 @@ std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::v
 
 at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
                                  const DenseBf16WeightRows& dense_rows, const at::Tensor& bias) {
+  return PromptChunkLinearsBf16(x, {out}, {dense_rows}, {bias})[0];
+}
+
+std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::vector<int64_t>& outs,
+                                               const std::vector<DenseBf16WeightRows>& dense_rows,
+                                               const std::vector<at::Tensor>& biases) {
   TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearBf16 needs AVX512-BF16");
+  TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size(),
+              "PromptChunkLinearsBf16: one output count, row source and bias (or none) per weight");
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && x.layout() == at::kStrided &&
-                  x.dim() >= 1 && x.size(-1) > 0 && out >= 0 && BiasApplies(bias, out),
-              "PromptChunkLinearBf16: unsupported operands");
-  return Run(x, x.size(-1), {Product{nullptr, &dense_rows, out, bias}})[0];
+                  x.dim() >= 1 && x.size(-1) > 0,
+              "PromptChunkLinearBf16: unsupported input");
+  std::vector<Product> products;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    TORCH_CHECK(outs[i] >= 0 && BiasApplies(biases[i], outs[i]),
+                "PromptChunkLinearBf16: unsupported operands for weight ", i);
+    products.push_back(Product{nullptr, &dense_rows[i], outs[i], biases[i]});
+  }
+  return Run(x, x.size(-1), products);
 }
 
 }  // namespace placer::model

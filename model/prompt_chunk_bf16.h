@@ -57,4 +57,11 @@ using DenseBf16WeightRows = std::function<void(int64_t first, int64_t count, uin
 at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
                                  const DenseBf16WeightRows& dense_rows, const at::Tensor& bias);
 
+// Several such weights of one x in one call (a layer's packed q, k and v): x rearranged once,
+// every weight's tasks in one parallel loop. Result i is bit for bit PromptChunkLinearBf16(x,
+// outs[i], dense_rows[i], biases[i]).
+std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::vector<int64_t>& outs,
+                                               const std::vector<DenseBf16WeightRows>& dense_rows,
+                                               const std::vector<at::Tensor>& biases);
+
 }  // namespace placer::model

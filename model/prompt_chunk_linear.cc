@@ -213,15 +213,28 @@ std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vecto
 
 at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeightRows& dense_rows,
                              const at::Tensor& bias) {
+  return PromptChunkLinears(x, {out}, {dense_rows}, {bias})[0];
+}
+
+std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<int64_t>& outs,
+                                           const std::vector<DenseWeightRows>& dense_rows,
+                                           const std::vector<at::Tensor>& biases) {
   TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
+  TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size(),
+              "PromptChunkLinears: one output count, row source and bias (or none) per weight");
   const auto cpu_float = [](const at::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided;
   };
-  TORCH_CHECK(cpu_float(x) && x.dim() >= 1 && x.size(-1) > 0 && out >= 0 &&
-                  (!bias.defined() || (cpu_float(bias) && bias.dim() == 1 &&
-                                       bias.is_contiguous() && bias.size(0) == out)),
-              "PromptChunkLinear: unsupported operands");
-  return Run(x, x.size(-1), {Product{nullptr, &dense_rows, out, bias}})[0];
+  TORCH_CHECK(cpu_float(x) && x.dim() >= 1 && x.size(-1) > 0, "PromptChunkLinear: unsupported input");
+  std::vector<Product> products;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const at::Tensor& bias = biases[i];
+    TORCH_CHECK(outs[i] >= 0 && (!bias.defined() || (cpu_float(bias) && bias.dim() == 1 &&
+                                                     bias.is_contiguous() && bias.size(0) == outs[i])),
+                "PromptChunkLinear: unsupported operands for weight ", i);
+    products.push_back(Product{nullptr, &dense_rows[i], outs[i], bias});
+  }
+  return Run(x, x.size(-1), products);
 }
 
 }  // namespace placer::model

@@ -56,4 +56,11 @@ using DenseWeightRows = std::function<void(int64_t first, int64_t count, float* 
 at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeightRows& dense_rows,
                              const at::Tensor& bias);
 
+// Several such weights of one x in one call (a layer's packed q, k and v): x rearranged once,
+// every weight's tasks in one parallel loop. Result i is bit for bit PromptChunkLinear(x,
+// outs[i], dense_rows[i], biases[i]).
+std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<int64_t>& outs,
+                                           const std::vector<DenseWeightRows>& dense_rows,
+                                           const std::vector<at::Tensor>& biases);
+
 }  // namespace placer::model

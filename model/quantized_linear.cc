@@ -373,6 +373,11 @@ std::vector<at::Tensor> QuantizedLinears(const at::Tensor& x, const std::vector<
     together = ChoosePackedKernel(x, weights[i], biases[i]) == kernel;
   }
   if (together) return RunPackedKernel(kernel, x, weights, biases);
+  bool all_unpacked = kernel == PackedKernel::kNone;
+  for (size_t i = 1; all_unpacked && i < weights.size(); ++i) {
+    all_unpacked = ChoosePackedKernel(x, weights[i], biases[i]) == PackedKernel::kNone;
+  }
+  if (all_unpacked) return UnpackedQuantizedLinears(x, weights, biases);
   std::vector<at::Tensor> ys;
   for (size_t i = 0; i < weights.size(); ++i) ys.push_back(QuantizedLinear(x, weights[i], biases[i]));
   return ys;

@@ -90,37 +90,77 @@ at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weigh
                                UnpackTaskRowsAvx512<uint16_t>(weight), bias);
 }
 
-at::Tensor UnpackedQuantizedLinear(const at::Tensor& x, const at::Tensor& weight,
-                                   const at::Tensor& bias) {
-  const QuantIsa isa = DetectQuantIsa();
-  const int64_t in = x.dim() >= 1 ? x.size(-1) : 0;
-  const int64_t rows = in > 0 ? x.numel() / in : 0;
+namespace {
+
+enum class ChunkKernel { kNone, kFloat, kBf16 };
+
+// The prompt-chunk kernel that takes x over every one of these packed host weights, each
+// task's rows unpacked where it uses them, or kNone.
+ChunkKernel ChunkKernelFor(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                           const std::vector<at::Tensor>& biases) {
+  if (DetectQuantIsa() != QuantIsa::kAvx512 || weights.empty()) return ChunkKernel::kNone;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!weights[i].device().is_cpu() || !QuantizedLinearApplies(x, weights[i], biases[i])) {
+      return ChunkKernel::kNone;
+    }
+  }
+  const int64_t rows = x.numel() / x.size(-1);
+  if (x.scalar_type() == at::kFloat && PromptChunkLinearTakes(rows)) return ChunkKernel::kFloat;
+  if (x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows)) return ChunkKernel::kBf16;
+  return ChunkKernel::kNone;
+}
+
+at::Tensor UnpackedWholeOrOnDevice(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!weight.device().is_cpu()) {
     // No packed kernels on GPUs yet: this weight dequantized there for this product.
     const at::Tensor dense = loader::DequantizeLinearWeightOnDevice(weight, x.scalar_type());
     return bias.defined() ? at::linear(x, dense, bias.to(x.scalar_type())) : at::linear(x, dense);
   }
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
-  if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kFloat && PromptChunkLinearTakes(rows) &&
-      QuantizedLinearApplies(x, weight, bias)) {
-    // The F32 prompt-chunk kernel unpacks each task's rows where it uses them: the same dense
-    // rows and products as unpacking the whole weight for Linear below, without writing it out.
-    return PromptChunkLinear(x, layout.out, UnpackTaskRowsAvx512<float>(weight),
-                             bias.defined() ? bias.to(at::kFloat) : at::Tensor());
-  }
-  if (isa == QuantIsa::kAvx512 && x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows) &&
-      QuantizedLinearApplies(x, weight, bias)) {
-    return QuantizedPromptChunkBf16(x, weight, bias);
-  }
   // One weight at a time in a buffer the thread keeps (sized by the largest weight it has
   // seen): a prompt chunk never holds a dequantized layer, let alone the model.
   thread_local at::Tensor scratch;
   const at::ScalarType type = x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
-  UnpackQuantizedWeight(weight, type, isa, scratch);
+  UnpackQuantizedWeight(weight, type, DetectQuantIsa(), scratch);
   const at::Tensor dense = type == x.scalar_type() ? scratch : scratch.to(x.scalar_type());
   // The unquantized model's own product for these rows (SmallBatchLinear up to 256 F32 rows
   // when the BLAS lacks AVX-512 sgemm, else BLAS / oneDNN).
   return Linear(x, dense, bias.defined() ? bias.to(x.scalar_type()) : at::Tensor());
+}
+
+}  // namespace
+
+at::Tensor UnpackedQuantizedLinear(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& bias) {
+  return UnpackedQuantizedLinears(x, {weight}, {bias})[0];
+}
+
+std::vector<at::Tensor> UnpackedQuantizedLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                                 const std::vector<at::Tensor>& biases) {
+  TORCH_CHECK(weights.size() == biases.size(), "UnpackedQuantizedLinears: one bias (or none) per weight");
+  const ChunkKernel chunk = ChunkKernelFor(x, weights, biases);
+  std::vector<int64_t> outs;
+  for (const at::Tensor& weight : weights) {
+    outs.push_back(chunk != ChunkKernel::kNone ? loader::PackedLayoutOf(weight)->out : 0);
+  }
+  if (chunk == ChunkKernel::kFloat) {
+    // The F32 prompt-chunk kernel unpacks each task's rows where it uses them: the same dense
+    // rows and products as unpacking the whole weight for Linear, without writing it out.
+    std::vector<DenseWeightRows> rows;
+    std::vector<at::Tensor> float_biases;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      rows.push_back(UnpackTaskRowsAvx512<float>(weights[i]));
+      float_biases.push_back(biases[i].defined() ? biases[i].to(at::kFloat) : at::Tensor());
+    }
+    return PromptChunkLinears(x, outs, rows, float_biases);
+  }
+  if (chunk == ChunkKernel::kBf16) {
+    std::vector<DenseBf16WeightRows> rows;
+    for (const at::Tensor& weight : weights) rows.push_back(UnpackTaskRowsAvx512<uint16_t>(weight));
+    return PromptChunkLinearsBf16(x, outs, rows, biases);
+  }
+  std::vector<at::Tensor> ys;
+  for (size_t i = 0; i < weights.size(); ++i) ys.push_back(UnpackedWholeOrOnDevice(x, weights[i], biases[i]));
+  return ys;
 }
 
 }  // namespace placer::model

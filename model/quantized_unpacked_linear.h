@@ -29,4 +29,10 @@ at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weigh
 at::Tensor UnpackedQuantizedLinear(const at::Tensor& x, const at::Tensor& weight,
                                    const at::Tensor& bias);
 
+// x times each weight (+ its bias, or none): result i is bit for bit UnpackedQuantizedLinear(x,
+// weights[i], biases[i]). Where a prompt-chunk kernel takes every weight, one call of it (x
+// rearranged once, one parallel loop: a layer's q, k and v wait for each other once).
+std::vector<at::Tensor> UnpackedQuantizedLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                                 const std::vector<at::Tensor>& biases);
+
 }  // namespace placer::model

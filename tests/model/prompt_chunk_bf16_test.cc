@@ -173,6 +173,42 @@ TEST_F(PromptChunkBf16Test, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit
   }
 }
 
+TEST_F(PromptChunkBf16Test, SeveralWeightsGivenATaskAtATimeGiveEachWeightsOwnProductBitForBit) {
+  const std::vector<at::Tensor> weights = {RandomBf16({7, 41}), RandomBf16({100, 41}), RandomBf16({0, 41}),
+                                           RandomBf16({48, 41})};
+  const std::vector<at::Tensor> biases = {RandomBf16({7}), at::Tensor(), at::Tensor(), at::randn({48})};
+  std::vector<std::atomic<int64_t>> rows_given(weights.size());
+  std::vector<DenseBf16WeightRows> sources;
+  std::vector<int64_t> outs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    outs.push_back(weights[i].size(0));
+    sources.push_back([&, i](int64_t first, int64_t count, uint16_t* out) {
+      EXPECT_LE(count, 48);
+      EXPECT_LE(first + count, weights[i].size(0)) << "weight " << i;
+      std::memcpy(out, weights[i].data_ptr<at::BFloat16>() + first * 41, sizeof(uint16_t) * count * 41);
+      rows_given[i] += count;
+    });
+  }
+  for (int64_t rows : {33, 64, 100}) {
+    for (auto& given : rows_given) given = 0;
+    const at::Tensor x = RandomBf16({rows, 41});
+    const std::vector<at::Tensor> ys = PromptChunkLinearsBf16(x, outs, sources, biases);
+    ASSERT_EQ(ys.size(), weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(ys[i], PromptChunkLinearBf16(x, weights[i], biases[i])))
+          << "weight " << i << ", " << rows << " rows";
+      EXPECT_EQ(rows_given[i].load(), weights[i].size(0)) << "weight " << i << ", " << rows << " rows";
+    }
+  }
+  try {
+    PromptChunkLinearsBf16(RandomBf16({64, 41}), {8, 8}, {sources[0], sources[0]},
+                           {at::Tensor(), RandomBf16({9})});
+    ADD_FAILURE() << "a bias of another height was taken";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(PromptChunkBf16Test, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
   // Unequal heights (below a task's 48 rows, past two tasks, none), BF16 and float32 biases,
   // an odd input width; rows in one block and past it.

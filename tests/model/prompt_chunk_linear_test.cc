@@ -130,6 +130,43 @@ TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLim
   EXPECT_TRUE(at::equal(Linear(x32, w, b), SmallBatchLinear(x32, w, b, isa)));
 }
 
+TEST_F(PromptChunkLinearTest, SeveralWeightsGivenATaskAtATimeGiveEachWeightsOwnProductBitForBit) {
+  // Unequal heights (below a task's 48 rows, past two tasks, none), a bias on some; each
+  // weight's rows asked for once, from that weight's own source.
+  const std::vector<at::Tensor> weights = {at::randn({7, 40}), at::randn({100, 40}), at::randn({0, 40}),
+                                           at::randn({48, 40})};
+  const std::vector<at::Tensor> biases = {at::randn({7}), at::Tensor(), at::Tensor(), at::randn({48})};
+  std::vector<std::atomic<int64_t>> rows_given(weights.size());
+  std::vector<DenseWeightRows> sources;
+  std::vector<int64_t> outs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    outs.push_back(weights[i].size(0));
+    sources.push_back([&, i](int64_t first, int64_t count, float* out) {
+      EXPECT_LE(count, 48);
+      EXPECT_LE(first + count, weights[i].size(0)) << "weight " << i;
+      std::memcpy(out, weights[i].data_ptr<float>() + first * 40, sizeof(float) * count * 40);
+      rows_given[i] += count;
+    });
+  }
+  for (int64_t rows : {33, 64, 100}) {
+    for (auto& given : rows_given) given = 0;
+    const at::Tensor x = at::randn({rows, 40});
+    const std::vector<at::Tensor> ys = PromptChunkLinears(x, outs, sources, biases);
+    ASSERT_EQ(ys.size(), weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(ys[i], PromptChunkLinear(x, weights[i], biases[i])))
+          << "weight " << i << ", " << rows << " rows";
+      EXPECT_EQ(rows_given[i].load(), weights[i].size(0)) << "weight " << i << ", " << rows << " rows";
+    }
+  }
+  try {
+    PromptChunkLinears(at::randn({64, 40}), {8, 8}, {sources[0], sources[0]}, {at::Tensor(), at::randn({9})});
+    ADD_FAILURE() << "a bias of another height was taken";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(PromptChunkLinearTest, SeveralWeightsOfOneInputGiveEachWeightsOwnProductBitForBit) {
   // q, k and v of unequal heights (one below a task's 48 rows, one past two tasks), biases on
   // some; a weight with no rows; rows in one block and past it.

@@ -79,8 +79,9 @@ TEST(QuantizedLinears, EachWeightGetsItsOwnProductBitForBit) {
       ASSERT_TRUE(PackedWeightsShareInputs(layer.weights));
       const int64_t max_rows =
           QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(layer.weights[0]), compute);
-      // Decode steps, a batch at the kernels' limit, and a prompt chunk past it (one call each).
-      for (int64_t rows : {int64_t{1}, int64_t{3}, max_rows, max_rows + 5}) {
+      // Decode steps, a batch at the kernels' limit, a prompt chunk past it, and one the
+      // prompt-chunk kernels take, each task's weight rows unpacked (one call for all weights).
+      for (int64_t rows : {int64_t{1}, int64_t{3}, max_rows, max_rows + 5, int64_t{64}}) {
         SCOPED_TRACE(testing::Message() << "bits " << scheme.bits << " group " << scheme.group
                                         << " " << at::toString(compute) << " rows " << rows);
         ExpectEachWeightsOwnProduct(SeededRandn({rows, scheme.in}, ++seed).to(compute), layer);
@@ -129,6 +130,8 @@ TEST(QuantizedLinears, WeightsOfOtherGroupSizesAreMultipliedOneByOne) {
   for (at::ScalarType compute : {at::kFloat, at::kBFloat16}) {
     SCOPED_TRACE(at::toString(compute));
     ExpectEachWeightsOwnProduct(SeededRandn({2, 256}, 87).to(compute), layer);
+    // A prompt chunk: every weight's rows unpacked by its own layout in one call.
+    ExpectEachWeightsOwnProduct(SeededRandn({64, 256}, 88).to(compute), layer);
   }
 }
 
