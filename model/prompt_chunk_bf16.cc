@@ -13,6 +13,7 @@
 
 #include "model/bf16_rounding.h"
 #include "model/column_blocks.h"
+#include "model/prompt_chunk_prefetch.h"
 #include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/spinning_workers.h"
@@ -38,6 +39,7 @@ inline uint32_t PairAt(const uint16_t* p) {
 
 struct Operands {
   const uint32_t* xt;     // [blocks][pairs][64]
+  RowSourceBytes source_bytes;
   const uint16_t* weight;  // [out, in] BF16 bits, or null: `dense_rows` gives each task its rows
   const DenseBf16WeightRows* dense_rows;
   const float* bias;  // [out] or null
@@ -51,18 +53,18 @@ struct Operands {
 template <int J, int T>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void Tile(
     const uint32_t* xt, const uint16_t* w, int64_t in, int64_t y_stride, int64_t rows,
-    const float* bias, uint16_t* y, const uint16_t* next) {
+    const float* bias, uint16_t* y, PrefetchStream ahead) {
   __m512 acc[T][J];
   _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) acc[t][j] = _mm512_setzero_ps();
   }
   const int64_t whole_pairs = in / 2;
-  // The next tile's T contiguous weight rows, prefetched into L2 as one sequential stream in
-  // step with this tile's (T x 4 bytes per pair), as the float32 kernel does.
-  const char* ahead = reinterpret_cast<const char*>(next);
+  // The next weight bytes (dense weights: the next tile's T rows, T x 4 bytes per pair)
+  // prefetched into L2 as one sequential stream in step with this tile's, as the float32
+  // kernel does (prompt_chunk_prefetch.h).
   for (int64_t p = 0; p < whole_pairs; ++p) {
-    _mm_prefetch(ahead + ((p * T * 4) & ~int64_t{63}), _MM_HINT_T1);
-    if (T > 16) _mm_prefetch(ahead + ((p * T * 4 + 32) & ~int64_t{63}), _MM_HINT_T1);
+    _mm_prefetch(ahead.LineAt(p), _MM_HINT_T1);
+    if (T > 16) _mm_prefetch(ahead.LineAt(p, 32), _MM_HINT_T1);
     __m512bh xv[J];
     _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
       xv[j] = (__m512bh)_mm512_load_si512(xt + p * kBlockRows + 16 * j);
@@ -112,16 +114,16 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void WeightRowsAgainstBlo
   // apart (4 KiB for 2048 outputs), fall in one L1 set and evict each other on every tile.
   alignas(64) uint16_t outputs[kBlockRows * kWeightRowsPerTask];
   const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
-  // (The last tile's "next" runs past the task's rows: harmless, a prefetch never faults.)
-  const auto next = [&](int64_t n_next) { return w + (std::min(n_next, n1 - 1) - n0) * op.in; };
+  const TaskPrefetches prefetches(reinterpret_cast<const char*>(w), op.in * 2, n0, n1, T, op.in / 2,
+                                  block, op.source_bytes, op.out);
   int64_t n = n0;
   for (; n + T <= n1; n += T) {
     Tile<J, T>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
-               outputs + (n - n0), next(n + T));
+               outputs + (n - n0), prefetches.ForTile(n, T));
   }
   for (; n < n1; ++n) {
     Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
-               outputs + (n - n0), next(n + 1));
+               outputs + (n - n0), prefetches.ForTile(n, 1));
   }
   uint16_t* y = op.y + block * kBlockRows * op.out + n0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -161,6 +163,7 @@ bool BiasApplies(const at::Tensor& bias, int64_t out) {
 struct Product {
   const uint16_t* weight;
   const DenseBf16WeightRows* dense_rows;
+  RowSourceBytes source_bytes;
   int64_t out;
   at::Tensor bias;
 };
@@ -194,7 +197,7 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
   for (size_t i = 0; i < products.size(); ++i) {
     const Product& product = products[i];
     biases32.push_back(product.bias.defined() ? product.bias.to(at::kFloat).contiguous() : at::Tensor());
-    ops.push_back(Operands{xt, product.weight, product.dense_rows,
+    ops.push_back(Operands{xt, product.source_bytes, product.weight, product.dense_rows,
                            biases32.back().defined() ? biases32.back().data_ptr<float>() : nullptr,
                            reinterpret_cast<uint16_t*>(ys[i].data_ptr<at::BFloat16>()), rows, in,
                            product.out});
@@ -227,7 +230,7 @@ at::Tensor PromptChunkLinearBf16(const at::Tensor& x, const at::Tensor& weight, 
   TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearBf16 needs AVX512-BF16");
   TORCH_CHECK(SmallBatchBf16Applies(x, weight, bias), "PromptChunkLinearBf16: unsupported operands");
   return Run(x, weight.size(1),
-             {Product{reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()), nullptr,
+             {Product{reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()), nullptr, {},
                       weight.size(0), bias}})[0];
 }
 
@@ -240,7 +243,7 @@ std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::v
     TORCH_CHECK(SmallBatchBf16Applies(x, weights[i], biases[i]),
                 "PromptChunkLinearsBf16: unsupported operands for weight ", i);
     products.push_back(Product{reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()),
-                               nullptr, weights[i].size(0), biases[i]});
+                               nullptr, {}, weights[i].size(0), biases[i]});
   }
   return Run(x, x.size(-1), products);
 }
@@ -252,9 +255,11 @@ at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
 
 std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::vector<int64_t>& outs,
                                                const std::vector<DenseBf16WeightRows>& dense_rows,
-                                               const std::vector<at::Tensor>& biases) {
+                                               const std::vector<at::Tensor>& biases,
+                                               const std::vector<RowSourceBytes>& source_bytes) {
   TORCH_CHECK(PromptChunkBf16Runs(), "PromptChunkLinearBf16 needs AVX512-BF16");
-  TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size(),
+  TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size() &&
+                  (source_bytes.empty() || source_bytes.size() == outs.size()),
               "PromptChunkLinearsBf16: one output count, row source and bias (or none) per weight");
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kBFloat16 && x.layout() == at::kStrided &&
                   x.dim() >= 1 && x.size(-1) > 0,
@@ -263,7 +268,9 @@ std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::v
   for (size_t i = 0; i < outs.size(); ++i) {
     TORCH_CHECK(outs[i] >= 0 && BiasApplies(biases[i], outs[i]),
                 "PromptChunkLinearBf16: unsupported operands for weight ", i);
-    products.push_back(Product{nullptr, &dense_rows[i], outs[i], biases[i]});
+    products.push_back(Product{nullptr, &dense_rows[i],
+                               source_bytes.empty() ? RowSourceBytes{} : source_bytes[i], outs[i],
+                               biases[i]});
   }
   return Run(x, x.size(-1), products);
 }

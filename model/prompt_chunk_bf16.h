@@ -26,6 +26,8 @@
 #include <functional>
 #include <vector>
 
+#include "model/prompt_chunk_prefetch.h"
+
 namespace placer::model {
 
 // True when this CPU runs the kernel (AVX512-BF16 with AVX512BW) and ATen's BF16 GEMM has no
@@ -60,8 +62,11 @@ at::Tensor PromptChunkLinearBf16(const at::Tensor& x, int64_t out,
 // Several such weights of one x in one call (a layer's packed q, k and v): x rearranged once,
 // every weight's tasks in one parallel loop. Result i is bit for bit PromptChunkLinearBf16(x,
 // outs[i], dense_rows[i], biases[i]).
+// `source_bytes`, where given (one per weight), says where each source reads its rows (as
+// PromptChunkLinears): the next task's bytes are fetched while this task's rows are multiplied.
 std::vector<at::Tensor> PromptChunkLinearsBf16(const at::Tensor& x, const std::vector<int64_t>& outs,
                                                const std::vector<DenseBf16WeightRows>& dense_rows,
-                                               const std::vector<at::Tensor>& biases);
+                                               const std::vector<at::Tensor>& biases,
+                                               const std::vector<RowSourceBytes>& source_bytes = {});
 
 }  // namespace placer::model

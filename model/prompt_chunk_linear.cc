@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/column_blocks.h"
+#include "model/prompt_chunk_prefetch.h"
 #include "model/spinning_workers.h"
 #include "model/weight_tasks.h"
 
@@ -43,19 +44,19 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
                                                                     const float* w, int64_t in,
                                                                     int64_t y_stride, int64_t rows,
                                                                     const float* bias, float* y,
-                                                                    const float* next) {
+                                                                    PrefetchStream ahead) {
   __m512 acc[T][J];
   _Pragma("GCC unroll 32") for (int t = 0; t < T; ++t) {
     _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) acc[t][j] = _mm512_setzero_ps();
   }
-  // The next tile's T contiguous weight rows, prefetched into L2 as one sequential stream in
-  // step with this tile's (T x 4 bytes per input; two lines when T > 16): the weights come
-  // from DRAM while the inputs stream from L2 (`placer-bench-model products`, 64 rows of the
-  // small preset, 2 threads: 38-41 ms against 45-46 without, the few-row kernels 47-49).
-  const char* ahead = reinterpret_cast<const char*>(next);
+  // The next weight bytes (prompt_chunk_prefetch.h; dense weights: the next tile's T rows, T x
+  // 4 bytes per input, two lines when T > 16) prefetched into L2 as one sequential stream in
+  // step with this tile's: the weights come from DRAM while the inputs stream from L2
+  // (`placer-bench-model products`, 64 rows of the small preset, 2 threads: 38-41 ms against
+  // 45-46 without, the few-row kernels 47-49).
   for (int64_t k = 0; k < in; ++k) {
-    _mm_prefetch(ahead + ((k * T * 4) & ~int64_t{63}), _MM_HINT_T1);
-    if (T > 16) _mm_prefetch(ahead + ((k * T * 4 + 32) & ~int64_t{63}), _MM_HINT_T1);
+    _mm_prefetch(ahead.LineAt(k), _MM_HINT_T1);
+    if (T > 16) _mm_prefetch(ahead.LineAt(k, 32), _MM_HINT_T1);
     __m512 xv[J];
     _Pragma("GCC unroll 4") for (int j = 0; j < J; ++j) {
       xv[j] = _mm512_load_ps(xt + k * kBlockRows + 16 * j);
@@ -80,6 +81,7 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
 
 struct Operands {
   const float* xt;      // [blocks][in][64]
+  RowSourceBytes source_bytes;
   const float* weight;  // [out, in], or null: `dense_rows` gives each task its rows
   const DenseWeightRows* dense_rows;
   const float* bias;    // [out] or null
@@ -103,16 +105,15 @@ __attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& o
   alignas(64) float outputs[kBlockRows * kWeightRowsPerTask];
   const auto bias = [&](int64_t n) { return op.bias != nullptr ? op.bias + n : nullptr; };
   int64_t n = n0;
-  // (The last tile's "next" starts at its own last row and runs past the task's rows, harmless:
-  // a prefetch never faults.)
-  const auto next = [&](int64_t n_next) { return w + (std::min(n_next, n1 - 1) - n0) * op.in; };
+  const TaskPrefetches prefetches(reinterpret_cast<const char*>(w), op.in * 4, n0, n1, T,
+                                  op.in, block, op.source_bytes, op.out);
   for (; n + T <= n1; n += T) {
     Tile<J, T>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
-               outputs + (n - n0), next(n + T));
+               outputs + (n - n0), prefetches.ForTile(n, T));
   }
   for (; n < n1; ++n) {
     Tile<J, 1>(xt, w + (n - n0) * op.in, op.in, kWeightRowsPerTask, rows, bias(n),
-               outputs + (n - n0), next(n + 1));
+               outputs + (n - n0), prefetches.ForTile(n, 1));
   }
   float* y = op.y + block * kBlockRows * op.out + n0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -145,6 +146,7 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
 struct Product {
   const float* weight;
   const DenseWeightRows* dense_rows;
+  RowSourceBytes source_bytes;
   int64_t out;
   at::Tensor bias;
 };
@@ -169,7 +171,7 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
   WeightTasks tasks(kWeightRowsPerTask);
   for (size_t i = 0; i < products.size(); ++i) {
     const Product& product = products[i];
-    ops.push_back(Operands{transposed.data_ptr<float>(), product.weight, product.dense_rows,
+    ops.push_back(Operands{transposed.data_ptr<float>(), product.source_bytes, product.weight, product.dense_rows,
                            product.bias.defined() ? product.bias.data_ptr<float>() : nullptr,
                            ys[i].data_ptr<float>(), rows, in, product.out});
     tasks.Add(product.out);
@@ -195,7 +197,7 @@ bool PromptChunkLinearTakes(int64_t rows) {
 at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
   TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "PromptChunkLinear: unsupported operands");
-  return Run(x, weight.size(1), {Product{weight.data_ptr<float>(), nullptr, weight.size(0), bias}})[0];
+  return Run(x, weight.size(1), {Product{weight.data_ptr<float>(), nullptr, {}, weight.size(0), bias}})[0];
 }
 
 std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
@@ -206,7 +208,7 @@ std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vecto
   for (size_t i = 0; i < weights.size(); ++i) {
     TORCH_CHECK(SmallBatchLinearApplies(x, weights[i], biases[i]),
                 "PromptChunkLinears: unsupported operands for weight ", i);
-    products.push_back(Product{weights[i].data_ptr<float>(), nullptr, weights[i].size(0), biases[i]});
+    products.push_back(Product{weights[i].data_ptr<float>(), nullptr, {}, weights[i].size(0), biases[i]});
   }
   return Run(x, x.size(-1), products);
 }
@@ -218,9 +220,11 @@ at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeight
 
 std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<int64_t>& outs,
                                            const std::vector<DenseWeightRows>& dense_rows,
-                                           const std::vector<at::Tensor>& biases) {
+                                           const std::vector<at::Tensor>& biases,
+                                           const std::vector<RowSourceBytes>& source_bytes) {
   TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
-  TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size(),
+  TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size() &&
+                  (source_bytes.empty() || source_bytes.size() == outs.size()),
               "PromptChunkLinears: one output count, row source and bias (or none) per weight");
   const auto cpu_float = [](const at::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided;
@@ -232,7 +236,8 @@ std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vecto
     TORCH_CHECK(outs[i] >= 0 && (!bias.defined() || (cpu_float(bias) && bias.dim() == 1 &&
                                                      bias.is_contiguous() && bias.size(0) == outs[i])),
                 "PromptChunkLinear: unsupported operands for weight ", i);
-    products.push_back(Product{nullptr, &dense_rows[i], outs[i], bias});
+    products.push_back(Product{nullptr, &dense_rows[i],
+                               source_bytes.empty() ? RowSourceBytes{} : source_bytes[i], outs[i], bias});
   }
   return Run(x, x.size(-1), products);
 }

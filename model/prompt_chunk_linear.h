@@ -22,6 +22,7 @@
 #include <functional>
 #include <vector>
 
+#include "model/prompt_chunk_prefetch.h"
 #include "model/small_batch_linear.h"
 
 namespace placer::model {
@@ -48,6 +49,7 @@ std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vecto
 // Writes weight rows [first, first + count) as dense float32 to out ([count, in], contiguous).
 using DenseWeightRows = std::function<void(int64_t first, int64_t count, float* out)>;
 
+
 // The same product for a weight that is not dense float32 (a packed quantized weight): each
 // task asks `dense_rows` for its rows (48 at most) into a buffer its thread keeps, so the dense
 // weight never exists whole and each task's rows stay in its core's cache from being written
@@ -59,8 +61,12 @@ at::Tensor PromptChunkLinear(const at::Tensor& x, int64_t out, const DenseWeight
 // Several such weights of one x in one call (a layer's packed q, k and v): x rearranged once,
 // every weight's tasks in one parallel loop. Result i is bit for bit PromptChunkLinear(x,
 // outs[i], dense_rows[i], biases[i]).
+// `source_bytes`, where given (one per weight), says where each source reads its rows (row r
+// from the row_bytes bytes at bytes + r * row_bytes): the kernel then fetches the next task's
+// bytes from memory while it multiplies this task's rows.
 std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<int64_t>& outs,
                                            const std::vector<DenseWeightRows>& dense_rows,
-                                           const std::vector<at::Tensor>& biases);
+                                           const std::vector<at::Tensor>& biases,
+                                           const std::vector<RowSourceBytes>& source_bytes = {});
 
 }  // namespace placer::model

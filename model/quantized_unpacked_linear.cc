@@ -80,14 +80,26 @@ std::function<void(int64_t, int64_t, Out*)> UnpackTaskRowsAvx512(const at::Tenso
   };
 }
 
+// Where UnpackTaskRowsAvx512 reads each weight's rows: the kernels fetch the next task's
+// packed bytes while they multiply this task's rows.
+std::vector<RowSourceBytes> SourceBytesOf(const std::vector<at::Tensor>& weights) {
+  std::vector<RowSourceBytes> bytes;
+  for (const at::Tensor& weight : weights) {
+    const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
+    bytes.push_back(RowSourceBytes{static_cast<const uint8_t*>(weight.data_ptr()),
+                                   layout.groups() * layout.block_bytes()});
+  }
+  return bytes;
+}
+
 }  // namespace
 
 at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) && x.scalar_type() == at::kBFloat16 &&
                   PromptChunkBf16Runs() && DetectQuantIsa() == QuantIsa::kAvx512,
               "QuantizedPromptChunkBf16: BF16 rows, a packed host weight, an AVX512-BF16 CPU");
-  return PromptChunkLinearBf16(x, loader::PackedLayoutOf(weight)->out,
-                               UnpackTaskRowsAvx512<uint16_t>(weight), bias);
+  return PromptChunkLinearsBf16(x, {loader::PackedLayoutOf(weight)->out},
+                                {UnpackTaskRowsAvx512<uint16_t>(weight)}, {bias}, SourceBytesOf({weight}))[0];
 }
 
 namespace {
@@ -151,12 +163,12 @@ std::vector<at::Tensor> UnpackedQuantizedLinears(const at::Tensor& x, const std:
       rows.push_back(UnpackTaskRowsAvx512<float>(weights[i]));
       float_biases.push_back(biases[i].defined() ? biases[i].to(at::kFloat) : at::Tensor());
     }
-    return PromptChunkLinears(x, outs, rows, float_biases);
+    return PromptChunkLinears(x, outs, rows, float_biases, SourceBytesOf(weights));
   }
   if (chunk == ChunkKernel::kBf16) {
     std::vector<DenseBf16WeightRows> rows;
     for (const at::Tensor& weight : weights) rows.push_back(UnpackTaskRowsAvx512<uint16_t>(weight));
-    return PromptChunkLinearsBf16(x, outs, rows, biases);
+    return PromptChunkLinearsBf16(x, outs, rows, biases, SourceBytesOf(weights));
   }
   std::vector<at::Tensor> ys;
   for (size_t i = 0; i < weights.size(); ++i) ys.push_back(UnpackedWholeOrOnDevice(x, weights[i], biases[i]));

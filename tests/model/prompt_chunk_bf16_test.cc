@@ -190,14 +190,21 @@ TEST_F(PromptChunkBf16Test, SeveralWeightsGivenATaskAtATimeGiveEachWeightsOwnPro
     });
   }
   for (int64_t rows : {33, 64, 100}) {
-    for (auto& given : rows_given) given = 0;
     const at::Tensor x = RandomBf16({rows, 41});
-    const std::vector<at::Tensor> ys = PromptChunkLinearsBf16(x, outs, sources, biases);
-    ASSERT_EQ(ys.size(), weights.size());
-    for (size_t i = 0; i < weights.size(); ++i) {
-      EXPECT_TRUE(at::equal(ys[i], PromptChunkLinearBf16(x, weights[i], biases[i])))
-          << "weight " << i << ", " << rows << " rows";
-      EXPECT_EQ(rows_given[i].load(), weights[i].size(0)) << "weight " << i << ", " << rows << " rows";
+    std::vector<RowSourceBytes> source_bytes;
+    for (const at::Tensor& w : weights) {
+      source_bytes.push_back({reinterpret_cast<const uint8_t*>(w.data_ptr<at::BFloat16>()), 41 * 2});
+    }
+    for (bool told : {false, true}) {
+      for (auto& given : rows_given) given = 0;
+      const std::vector<at::Tensor> ys = PromptChunkLinearsBf16(
+          x, outs, sources, biases, told ? source_bytes : std::vector<RowSourceBytes>{});
+      ASSERT_EQ(ys.size(), weights.size());
+      for (size_t i = 0; i < weights.size(); ++i) {
+        EXPECT_TRUE(at::equal(ys[i], PromptChunkLinearBf16(x, weights[i], biases[i])))
+            << "weight " << i << ", " << rows << " rows, told " << told;
+        EXPECT_EQ(rows_given[i].load(), weights[i].size(0)) << "weight " << i << ", " << rows << " rows";
+      }
     }
   }
   try {

@@ -149,14 +149,23 @@ TEST_F(PromptChunkLinearTest, SeveralWeightsGivenATaskAtATimeGiveEachWeightsOwnP
     });
   }
   for (int64_t rows : {33, 64, 100}) {
-    for (auto& given : rows_given) given = 0;
     const at::Tensor x = at::randn({rows, 40});
-    const std::vector<at::Tensor> ys = PromptChunkLinears(x, outs, sources, biases);
-    ASSERT_EQ(ys.size(), weights.size());
-    for (size_t i = 0; i < weights.size(); ++i) {
-      EXPECT_TRUE(at::equal(ys[i], PromptChunkLinear(x, weights[i], biases[i])))
-          << "weight " << i << ", " << rows << " rows";
-      EXPECT_EQ(rows_given[i].load(), weights[i].size(0)) << "weight " << i << ", " << rows << " rows";
+    // Told where the sources read (here the float rows themselves), the kernel fetches the
+    // next task's bytes ahead: the same products.
+    std::vector<RowSourceBytes> source_bytes;
+    for (const at::Tensor& w : weights) {
+      source_bytes.push_back({reinterpret_cast<const uint8_t*>(w.data_ptr<float>()), 40 * 4});
+    }
+    for (bool told : {false, true}) {
+      for (auto& given : rows_given) given = 0;
+      const std::vector<at::Tensor> ys =
+          PromptChunkLinears(x, outs, sources, biases, told ? source_bytes : std::vector<RowSourceBytes>{});
+      ASSERT_EQ(ys.size(), weights.size());
+      for (size_t i = 0; i < weights.size(); ++i) {
+        EXPECT_TRUE(at::equal(ys[i], PromptChunkLinear(x, weights[i], biases[i])))
+            << "weight " << i << ", " << rows << " rows, told " << told;
+        EXPECT_EQ(rows_given[i].load(), weights[i].size(0)) << "weight " << i << ", " << rows << " rows";
+      }
     }
   }
   try {
