@@ -43,8 +43,8 @@ class PrefetchStream {
 // against one block of inputs.
 class TaskPrefetches {
  public:
-  // dense_next(n): where the dense rows from n on are read (the next tile's rows); tile_bytes:
-  // the bytes of T of them. source / out: the row source's bytes and the weight's row count.
+  // dense_rows: where the tiles read row n0 (dense_row_bytes a row, rows in order); source /
+  // out: where a row source reads its rows (none: bytes null) and the weight's row count.
   TaskPrefetches(const char* dense_rows, int64_t dense_row_bytes, int64_t n0, int64_t n1, int64_t t,
                  int64_t steps, int64_t block, const RowSourceBytes& source, int64_t out)
       : dense_rows_(dense_rows), dense_row_bytes_(dense_row_bytes), n0_(n0), n1_(n1), t_(t),
@@ -59,7 +59,9 @@ class TaskPrefetches {
 
   // For the tile of rows [n, n + rows) (rows = T, or 1 in the tail).
   PrefetchStream ForTile(int64_t n, int64_t rows) const {
-    if (next_task_ != nullptr && rows == t_) return PrefetchStream(next_task_ + (n - n0_) / t_ * share_, share_, steps_);
+    if (next_task_ != nullptr && rows == t_) {
+      return PrefetchStream(next_task_ + (n - n0_) / t_ * share_, share_, steps_);
+    }
     const int64_t next = std::min(n + rows, n1_ - 1);
     return PrefetchStream(dense_rows_ + (next - n0_) * dense_row_bytes_, rows * dense_row_bytes_, steps_);
   }
