@@ -105,13 +105,15 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTi
 // tile shape never changes a bit. Bits 8: a block's 128 codes are its 128 payload bytes, in
 // input order (the activations too), loaded as they are. Block: the activation block, 128
 // inputs (two 64-input spans) or, for 4-bit groups of 64, one span.
-template <int R, int T, int Bits, int Block = kBlock>
+template <int R, int T, int Bits, int Block = kBlock, int BlocksPerGroup = 0>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void TileVnni(
     const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n) {
   const int64_t in = op.in, groups = op.groups;
   static_assert(Block == kBlock || (Block == 64 && Bits == 4), "one or two spans of 4-bit codes");
   constexpr bool kTwoSpans = Block == 128;
-  const int64_t blocks_per_group = op.group_size / Block;
+  // BlocksPerGroup: known when the tile is compiled (1 for 4-bit groups of 128, the common
+  // case: no inner loop), else 0, from the layout.
+  const int64_t blocks_per_group = BlocksPerGroup > 0 ? BlocksPerGroup : op.group_size / Block;
   const int64_t blocks = in / Block;
   __m512 acc[T][R];
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
@@ -295,6 +297,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void ChunkVn
   if (op.group_size == 64) {
     for (; n + kT <= n1; n += kT) TileVnni<R, kT, 4, 64>(op, xa, r0, n);
     for (; n < n1; ++n) TileVnni<R, 1, 4, 64>(op, xa, r0, n);
+    return;
+  }
+  if (op.group_size == kBlock) {
+    for (; n + kT <= n1; n += kT) TileVnni<R, kT, 4, kBlock, 1>(op, xa, r0, n);
+    for (; n < n1; ++n) TileVnni<R, 1, 4, kBlock, 1>(op, xa, r0, n);
     return;
   }
   for (; n + kT <= n1; n += kT) TileVnni<R, kT, 4>(op, xa, r0, n);
