@@ -143,25 +143,31 @@ std::vector<at::Tensor> RunPackedProducts(
         first_task[i] + (layout.out + kPackedOutputsPerTask - 1) / kPackedOutputsPerTask;
   }
   prepare(ops[0]);
+  std::vector<c10::BFloat16*> bf16_outputs(count, nullptr);
+  if (!float_rows) {
+    for (size_t i = 0; i < count; ++i) bf16_outputs[i] = ys[i].data_ptr<c10::BFloat16>();
+  }
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < count && begin < end; ++i) {
       if (begin >= first_task[i + 1]) continue;
       const int64_t stop = std::min(end, first_task[i + 1]);
       const int64_t out = ops[i].out;
-      outputs(ops[i], (begin - first_task[i]) * kPackedOutputsPerTask,
-              std::min(out, (stop - first_task[i]) * kPackedOutputsPerTask));
+      const int64_t n0 = (begin - first_task[i]) * kPackedOutputsPerTask;
+      const int64_t n1 = std::min(out, (stop - first_task[i]) * kPackedOutputsPerTask);
+      outputs(ops[i], n0, n1);
+      // BF16 results rounded by the task that computed them, while they are in its cache: on
+      // the calling thread after the loop, a ~1.1B decode step's ~0.4M roundings ran while
+      // the helpers waited.
+      if (c10::BFloat16* rounded = bf16_outputs[i]) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t n = n0; n < n1; ++n) rounded[r * out + n] = c10::BFloat16(ops[i].y[r * out + n]);
+        }
+      }
       begin = stop;
     }
   };
   const int64_t tasks = first_task[count];
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);
-  if (!float_rows) {
-    for (size_t i = 0; i < count; ++i) {
-      c10::BFloat16* out = ys[i].data_ptr<c10::BFloat16>();
-      const float* from = ops[i].y;
-      for (int64_t j = 0; j < rows * ops[i].out; ++j) out[j] = c10::BFloat16(from[j]);
-    }
-  }
   // A decode step's buffers stay for the next call; a long prompt's (or an all-positions
   // Forward's logits) are given back, not held by the thread for the process's lifetime.
   constexpr size_t kKeptFloats = size_t{1} << 20;  // 4 MiB each
