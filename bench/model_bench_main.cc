@@ -8,6 +8,7 @@
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
 //   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
 //   placer-bench-model stream-prefetch [--mib 256] [--threads 2] [--pairs 100] [--distances ...]
+//   placer-bench-model packed-stream [--mib 256] [--threads 2] [--passes 20]
 #include <ATen/ATen.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +26,7 @@
 #include "bench/loaded_model.h"
 #include "bench/memory_bandwidth.h"
 #include "bench/quantize_drift.h"
+#include "bench/packed_stream.h"
 #include "bench/quantized_products.h"
 #include "bench/sampling_bench.h"
 #include "bench/small_batch_products.h"
@@ -289,6 +291,15 @@ int main(int argc, char** argv) {
   quantized->add_option("--schemes", quantized_schemes,
                         "only these weight schemes (int8 int4_g32 int4_g64 int4_g128; default all)")
       ->check(CLI::IsMember({"int8", "int4_g32", "int4_g64", "int4_g128"}));
+  CLI::App* stream = app.add_subcommand(
+      "packed-stream",
+      "one-row products over the ~1.1B model's layer shapes packed at int4/int8 (BF16 rows, and "
+      "int8 activations), each pass beside a plain read of as many bytes: the kernels' share of "
+      "the read bandwidth (bench/packed_stream.h)");
+  stream->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  stream->add_option("--mib", mib, "packed bytes per scheme (whole layers)")->check(CLI::Range(1, 65536));
+  int stream_passes = 20;
+  stream->add_option("--passes", stream_passes)->check(CLI::Range(1, 100000));
   CLI::App* prefetch = app.add_subcommand(
       "stream-prefetch",
       "one-row F32 products with and without a same-stream prefetch, in alternating pairs: how "
@@ -331,6 +342,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     placer::model::SetComputeThreads(args.threads);
+    if (*stream) {
+      PrintJson(MeasurePackedStream(mib << 20, stream_passes));
+      return 0;
+    }
     if (*quantized) {
       PrintJson(MeasureQuantizedProducts(runs, quantized_rows, quantized_schemes));
       return 0;

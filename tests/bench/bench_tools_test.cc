@@ -219,6 +219,30 @@ TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
   }
 }
 
+TEST_F(BenchTools, PackedStreamGivesEverySchemeItsShareOfTheRead) {
+  // --mib 1: one whole layer of TinyLlama's shapes per scheme.
+  const nlohmann::json stream = Json(
+      absl::StrCat(PLACER_BENCH_MODEL_PATH, " packed-stream --threads 1 --mib 1 --passes 3"));
+  if (stream.is_discarded()) return;
+  const int64_t elements = 2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048;
+  const nlohmann::json& schemes = stream["schemes"];
+  ASSERT_TRUE(schemes.contains("int4") && schemes.contains("int8")) << stream.dump();
+  EXPECT_EQ(schemes["int4"]["bytes"], elements / 128 * (8 + 64));
+  // Per channel: each output row's 8-byte header and its inputs.
+  EXPECT_EQ(schemes["int8"]["bytes"], (2 * 2048 + 2 * 256 + 2 * 5632) * (8 + 2048) + 2048 * (8 + 5632));
+  for (const auto& [name, scheme] : schemes.items()) {
+    EXPECT_GT(scheme["pass_ms"].get<double>(), 0) << name;
+    EXPECT_GT(scheme["read_gbps"].get<double>(), 0) << name;
+    EXPECT_NEAR(scheme["kernel_gbps"].get<double>(),
+                scheme["bytes"].get<double>() / scheme["pass_ms"].get<double>() / 1e6, 1e-6) << name;
+    EXPECT_LE(scheme["of_read"]["p25"].get<double>(), scheme["of_read"]["median"].get<double>()) << name;
+    EXPECT_LE(scheme["of_read"]["median"].get<double>(), scheme["of_read"]["p75"].get<double>()) << name;
+    EXPECT_GT(scheme["of_read"]["p25"].get<double>(), 0) << name;
+  }
+  // The int8-activation schemes exactly where their kernel runs (AVX512-VNNI or AVX-VNNI).
+  EXPECT_EQ(schemes.contains("int4a8"), schemes.contains("int8a8")) << stream.dump();
+}
+
 TEST_F(BenchTools, DriftComparesTheQuantizedModelWithTheUnquantizedOne) {
   double kl[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {

@@ -1,0 +1,103 @@
+#include "bench/packed_stream.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/memory_bandwidth.h"
+#include "loader/quantized_weight.h"
+#include "model/quantized_linear.h"
+
+namespace placer::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Scheme {
+  const char* name;
+  int bits;
+  int64_t group_size;  // 0: one group per output channel, as --quantize int8
+  bool int8_activations;
+};
+
+// TinyLlama's linears of one layer, [out, in]: q, k, v, o, gate, up, down.
+constexpr std::pair<int64_t, int64_t> kLayerShapes[] = {{2048, 2048}, {256, 2048}, {256, 2048},
+                                                        {2048, 2048}, {5632, 2048}, {5632, 2048},
+                                                        {2048, 5632}};
+
+double Quantile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5)];
+}
+
+// Whole layers of packed weights until they reach `bytes`; their bytes in *total.
+std::vector<at::Tensor> PackedLayers(const Scheme& scheme, int64_t bytes, int64_t* total) {
+  std::vector<at::Tensor> packed;
+  *total = 0;
+  while (*total < bytes) {
+    for (const auto& [out, in] : kLayerShapes) {
+      const at::Tensor w = (at::randn({out, in}) * 0.02).to(at::kBFloat16);
+      const loader::PackedLayout layout{scheme.bits, out, in,
+                                        scheme.group_size == 0 ? in : scheme.group_size};
+      absl::StatusOr<at::Tensor> quantized = loader::QuantizeLinearWeight(w, layout, "bench");
+      if (!quantized.ok()) throw std::runtime_error(std::string(quantized.status().message()));
+      packed.push_back(*quantized);
+      *total += packed.back().nbytes();
+    }
+  }
+  return packed;
+}
+
+}  // namespace
+
+nlohmann::json MeasurePackedStream(int64_t bytes, int passes) {
+  at::manual_seed(1);
+  const bool mode_before = model::Int8ActivationsEnabled();
+  nlohmann::json schemes;
+  for (const Scheme& scheme : {Scheme{"int4", 4, 128, false}, Scheme{"int4a8", 4, 128, true},
+                               Scheme{"int8", 8, 0, false}, Scheme{"int8a8", 8, 0, true}}) {
+    int64_t total = 0;
+    const std::vector<at::Tensor> weights = PackedLayers(scheme, bytes, &total);
+    std::vector<int64_t> inputs;  // each weight's in
+    for (const at::Tensor& w : weights) inputs.push_back(loader::PackedLayoutOf(w)->in);
+    const at::Tensor row_2048 = at::randn({1, 2048}).to(at::kBFloat16);
+    const at::Tensor row_5632 = at::randn({1, 5632}).to(at::kBFloat16);
+    if (!model::QuantizedLinearApplies(row_2048, weights.front(), at::Tensor())) continue;
+    model::SetInt8Activations(scheme.int8_activations);
+    if (scheme.int8_activations && !model::UsesInt8Activations(weights.front())) continue;
+    ReadProbe read(total);
+    const auto pass = [&] {
+      const Clock::time_point start = Clock::now();
+      for (size_t i = 0; i < weights.size(); ++i) {
+        model::QuantizedLinear(inputs[i] == 2048 ? row_2048 : row_5632, weights[i], at::Tensor());
+      }
+      return std::chrono::duration<double>(Clock::now() - start).count();
+    };
+    pass();  // warm: the helpers, the per-thread buffers
+    std::vector<double> pass_seconds, read_bps, of_read;
+    for (int p = 0; p < passes; ++p) {
+      pass_seconds.push_back(pass());
+      read_bps.push_back(read.BytesPerSecond());
+      of_read.push_back(static_cast<double>(total) / read_bps.back() / pass_seconds.back());
+    }
+    const double pass_median = Quantile(pass_seconds, 0.5);
+    schemes[scheme.name] = {
+        {"bytes", total},
+        {"pass_ms", pass_median * 1e3},
+        {"kernel_gbps", static_cast<double>(total) / pass_median / 1e9},
+        {"read_gbps", Quantile(read_bps, 0.5) / 1e9},
+        {"of_read",
+         {{"p25", Quantile(of_read, 0.25)}, {"median", Quantile(of_read, 0.5)},
+          {"p75", Quantile(of_read, 0.75)}}}};
+  }
+  model::SetInt8Activations(mode_before);
+  return {{"threads", at::get_num_threads()}, {"passes", passes}, {"schemes", schemes}};
+}
+
+}  // namespace placer::bench
