@@ -34,7 +34,8 @@ bool Int4Bf16KernelApplies(const loader::PackedLayout& layout);
 
 // The rows of op.x (float32 widened from BF16, so exact in BF16) as the kernel reads them: per
 // 128 inputs, four vectors of 16 BF16 pairs in the order the codes' nibbles are taken apart;
-// zeros past `in`. Requires Int4Bf16KernelApplies.
+// zeros past `in`. Requires Int4Bf16KernelRuns (it permutes with AVX-512 BW) and
+// Int4Bf16KernelApplies.
 void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `pairs`). Requires

@@ -56,20 +56,21 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTw
 }
 
 // The offsets' share of a tile's outputs: per output and row, fma(m, group sum, share) group by
-// group in order. Summed beside the vector sums, one group per step of the tile's group loop
-// (Add): left to the end of the tile, each output's chain of dependent fmas (4 cycles apiece, 16
-// groups at the ~1.1B model's 2048 inputs) ran after its row's arithmetic instead of under it,
-// and one-row decode tiles took 20-40 % longer in cache. The 8 x 2 prompt tile sums them as one
-// vector at its end instead (EndTwoByEight): the same bits.
+// group in order. Decode's tiles of one or two outputs sum it beside the vector sums, one group
+// per step of the tile's group loop (Add): left to the end of the tile, each output's chain of
+// dependent fmas (4 cycles apiece, 16 groups at the ~1.1B model's 2048 inputs) ran after its
+// row's arithmetic instead of under it, and one-row decode tiles took 20-40 % longer in cache.
+// Larger tiles sum it at their end (EndTile), where its R x T partial sums take no registers
+// from the vector sums (the 8 x 2 prompt tile as one vector, EndTwoByEight): the same bits.
 template <int R, int T>
 struct TileOffsets {
-  static constexpr bool kAtTheEnd = R == 8 && T == 2;
+  static constexpr bool kInLoop = R * T <= 2;
   float share[T][R] = {};
 
   __attribute__((always_inline)) inline void Add(const QuantOperands& op,
                                                  const uint8_t* const (&row)[T], int64_t r0,
                                                  int64_t g) {
-    if constexpr (!kAtTheEnd) {
+    if constexpr (kInLoop) {
       _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
         const float offset = OffsetAt(op, row[t], g);
         _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
@@ -80,21 +81,29 @@ struct TileOffsets {
   }
 };
 
-// A tile's outputs from its 16-lane sums: the fixed lane sum, plus the offsets' share and the
-// bias; the 8 x 2 tile as one vector with the same bits.
+// A tile's outputs from its 16-lane sums: the fixed lane sum, plus the offsets' share (group by
+// group in order) and the bias; the 8 x 2 tile as one vector with the same bits.
 template <int R, int T>
 __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void EndTile(
     const QuantOperands& op, const Int8Activations& xa, const uint8_t* const (&row)[T],
-    const __m512 (&acc)[T][R], const TileOffsets<R, T>& offsets, int64_t r0, int64_t n) {
-  if constexpr (TileOffsets<R, T>::kAtTheEnd) {
+    const __m512 (&acc)[T][R], const TileOffsets<R, T>& in_loop, int64_t r0, int64_t n) {
+  if constexpr (R == 8 && T == 2) {
     EndTwoByEight(op, xa, row, acc, r0, n);
     return;
   }
   _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
     const float bias = op.bias != nullptr ? op.bias[n + t] : 0.0f;
     _Pragma("GCC unroll 16") for (int r = 0; r < R; ++r) {
-      op.y[(r0 + r) * op.out + n + t] =
-          _mm512_reduce_add_ps(acc[t][r]) + offsets.share[t][r] + bias;
+      float offsets = 0;
+      if constexpr (TileOffsets<R, T>::kInLoop) {
+        offsets = in_loop.share[t][r];
+      } else {
+        const float* group_sums = op.x_group_sums + (r0 + r) * op.groups;
+        for (int64_t g = 0; g < op.groups; ++g) {
+          offsets = __builtin_fmaf(OffsetAt(op, row[t], g), group_sums[g], offsets);
+        }
+      }
+      op.y[(r0 + r) * op.out + n + t] = _mm512_reduce_add_ps(acc[t][r]) + offsets + bias;
     }
   }
 }
