@@ -7,6 +7,7 @@
 #include "loader/architectures/llama_family.h"
 #include "model/forward_runner.h"
 #include "model/rotary.h"
+#include "model/row_kernels.h"
 #include "model/silu_times.h"
 #include "model/tensor_ops.h"
 #include "base/status_macros.h"
@@ -93,12 +94,12 @@ class Llama final : public DecoderOnlyModel {
       all = attended.size() == 1 ? attended[0] : at::cat(attended, 0);
     }
     InputGather attended(input_orders(), block, all.view({rows, heads * head_dim}));
-    hidden = hidden + Linear(attended.For(kLlamaO), w[kLlamaO], w[kLlamaOBias]);
+    hidden = AddRows(hidden, Linear(attended.For(kLlamaO), w[kLlamaO], w[kLlamaOBias]));
     InputGather y(input_orders(), block, RmsNorm(hidden, w[kLlamaPostNorm], config().norm_eps));
     const std::vector<at::Tensor> gate_up =
         Projections(y, w, {kLlamaGate, kLlamaUp}, {kLlamaGateBias, kLlamaUpBias});
     InputGather gated(input_orders(), block, SiluTimes(gate_up[0], gate_up[1]));
-    hidden = hidden + Linear(gated.For(kLlamaDown), w[kLlamaDown], w[kLlamaDownBias]);
+    hidden = AddRows(hidden, Linear(gated.For(kLlamaDown), w[kLlamaDown], w[kLlamaDownBias]));
   }
 
   // The projections of one input by the weights in `slots` (+ the biases in `bias_slots`): one

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "loader/quantized_weight.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_linear.h"
+#include "model/row_kernels.h"
 #include "model/bf16_pairs.h"
 #include "model/bf16_tiles.h"
 #include "model/prompt_chunk_bf16.h"
@@ -17,64 +17,11 @@
 
 namespace placer::model {
 
-namespace {
-
-// RMSNorm of float32 or BF16 rows in one pass each (with weights of the same dtype): a decode
-// step calls it twice per layer, and the general form's ATen operations (each a fresh tensor
-// and a dispatch: eight in BF16) cost more than the arithmetic for a few rows. The mean of
-// squares is summed in float32, 16 interleaved partial sums in a fixed order, so a row's result
-// does not depend on its batch; then x * (1 / sqrt(mean + eps)) and the weight multiply round
-// as transformers' module does (in BF16: the normalised row rounded to BF16, then the product
-// with the weight rounded again).
-template <typename T>
-at::Tensor RmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const int64_t width = x.size(-1);
-  const at::Tensor rows = x.reshape({-1, width}).contiguous();
-  at::Tensor y = at::empty_like(rows);
-  const T* in = rows.data_ptr<T>();
-  const T* w = weight.data_ptr<T>();
-  T* out = y.data_ptr<T>();
-  constexpr int64_t kLanes = 16;
-  for (int64_t r = 0; r < rows.size(0); ++r) {
-    const T* xr = in + r * width;
-    float partial[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= width; i += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const float v = static_cast<float>(xr[i + l]);
-        partial[l] += v * v;
-      }
-    }
-    for (int64_t l = 0; i + l < width; ++l) {
-      const float v = static_cast<float>(xr[i + l]);
-      partial[l] += v * v;
-    }
-    float sum = 0;
-    for (float p : partial) sum += p;
-    const float inverse_rms =
-        1.0f / std::sqrt(sum / static_cast<float>(width) + static_cast<float>(eps));
-    T* yr = out + r * width;
-    for (int64_t j = 0; j < width; ++j) {
-      if constexpr (std::is_same_v<T, float>) {
-        yr[j] = w[j] * (xr[j] * inverse_rms);
-      } else {
-        const T normalised(static_cast<float>(xr[j]) * inverse_rms);
-        yr[j] = T(static_cast<float>(w[j]) * static_cast<float>(normalised));
-      }
-    }
-  }
-  return y.view(x.sizes());
-}
-
-}  // namespace
-
+// RMSNorm of float32 or BF16 rows in one pass each (row_kernels.h): a decode step calls it twice
+// per layer, and the general form's ATen operations (each a fresh tensor and a dispatch: eight
+// in BF16) cost more than the arithmetic for a few rows.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const bool rows_form = x.device().is_cpu() && weight.device().is_cpu() &&
-                         x.layout() == at::kStrided && x.scalar_type() == weight.scalar_type() &&
-                         x.dim() >= 1 && weight.dim() == 1 && weight.is_contiguous() &&
-                         weight.size(0) == x.size(-1) && x.size(-1) > 0;
-  if (rows_form && x.scalar_type() == at::kFloat) return RmsNormRows<float>(x, weight, eps);
-  if (rows_form && x.scalar_type() == at::kBFloat16) return RmsNormRows<c10::BFloat16>(x, weight, eps);
+  if (RmsNormRowsApplies(x, weight)) return RmsNormRows(x, weight, eps);
   const at::Tensor x32 = x.to(at::kFloat);
   const at::Tensor variance = x32.pow(2).mean(-1, /*keepdim=*/true);
   return weight * (x32 * at::rsqrt(variance + eps)).to(x.scalar_type());
