@@ -1,6 +1,7 @@
 #include "model/rotary.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace placer::model {
@@ -44,6 +45,19 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 // cat((freqs, freqs)) does). The products and the sum round as ATen's three operations do: in
 // BF16, cos and sin rounded to BF16 first (transformers casts them to the activations' dtype)
 // and each product and the sum rounded to BF16.
+// cos and sin of the angles position x inverse frequency, [positions][half].
+struct AngleTable {
+  std::vector<float> inverse;
+  std::vector<int64_t> positions;
+  std::vector<float> cos, sin;
+
+  bool Holds(const float* frequencies, int64_t half, const std::vector<int64_t>& at) const {
+    // Bits, not values: NaN never matches itself, and -0 and +0 give sines of either sign.
+    return static_cast<int64_t>(inverse.size()) == half && positions == at &&
+           std::memcmp(inverse.data(), frequencies, sizeof(float) * static_cast<size_t>(half)) == 0;
+  }
+};
+
 template <typename T>
 at::Tensor RotateRows(const at::Tensor& x, const std::vector<float>& cos,
                       const std::vector<float>& sin) {
@@ -126,16 +140,26 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
     // A decode step's rows: the ~20 ATen operations below cost more than the arithmetic.
     const at::Tensor frequencies = base_inverse_frequencies_.to(at::kFloat).contiguous();
     const float* inverse = frequencies.data_ptr<float>();
-    std::vector<float> cos(positions.size() * static_cast<size_t>(half));
-    std::vector<float> sin(cos.size());
-    for (size_t t = 0; t < positions.size(); ++t) {
-      for (int64_t i = 0; i < half; ++i) {
-        // float(position) * frequency in float32, as at::outer computes the angles.
-        const float angle = static_cast<float>(positions[t]) * inverse[i];
-        cos[t * half + i] = std::cos(angle);
-        sin[t * half + i] = std::sin(angle);
+    // Every layer of a step asks for the same positions: the last table of this thread is
+    // kept, keyed by the frequencies' values and the positions (a prompt chunk's 64 x 32 angles
+    // are ~4000 std::cos and std::sin calls, ~2 % of a small-preset prefill, once per layer).
+    thread_local AngleTable table;
+    if (!table.Holds(inverse, half, positions)) {
+      table.inverse.assign(inverse, inverse + half);
+      table.positions = positions;
+      table.cos.resize(positions.size() * static_cast<size_t>(half));
+      table.sin.resize(table.cos.size());
+      for (size_t t = 0; t < positions.size(); ++t) {
+        for (int64_t i = 0; i < half; ++i) {
+          // float(position) * frequency in float32, as at::outer computes the angles.
+          const float angle = static_cast<float>(positions[t]) * inverse[i];
+          table.cos[t * half + i] = std::cos(angle);
+          table.sin[t * half + i] = std::sin(angle);
+        }
       }
     }
+    const std::vector<float>& cos = table.cos;
+    const std::vector<float>& sin = table.sin;
     if (q.scalar_type() == at::kBFloat16) {
       return {RotateRows<c10::BFloat16>(q, cos, sin), RotateRows<c10::BFloat16>(k, cos, sin)};
     }

@@ -61,6 +61,29 @@ TEST(RotaryRows, FloatRowsMatchTransformersFormulaAtEveryPosition) {
   EXPECT_TRUE(at::equal(k_alone[0], k_rotated[3]));
 }
 
+TEST(RotaryRows, TheAnglesKeptForTheNextLayerNeverServeOtherFrequenciesOrPositions) {
+  // ApplyRows keeps the last cos / sin table of its thread for the next layer's call: two
+  // models with other thetas, and other positions, alternating, each get their own angles.
+  loader::ModelConfig other = HeadDim64Config();
+  other.rope_theta = 500000.0;
+  const RotaryEmbedding llama2(HeadDim64Config());
+  const RotaryEmbedding llama3(other);
+  at::manual_seed(11);
+  const at::Tensor q = at::randn({3, 4, 64});
+  const at::Tensor k = at::randn({3, 2, 64});
+  const std::vector<std::vector<int64_t>> steps = {{5, 6, 7}, {5, 6, 7}, {5, 6, 8}, {0, 1, 2}};
+  for (const std::vector<int64_t>& positions : steps) {
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      for (const auto& [rotary, theta] : {std::pair{&llama2, 10000.0}, std::pair{&llama3, 500000.0}}) {
+        const auto [q_rotated, k_rotated] = rotary->ApplyRows(q, k, positions);
+        EXPECT_LT((q_rotated.to(at::kDouble) - Reference(q, positions, 64, theta)).abs().max().item<double>(), 1e-5)
+            << "theta " << theta << " first position " << positions[0];
+        EXPECT_LT((k_rotated.to(at::kDouble) - Reference(k, positions, 64, theta)).abs().max().item<double>(), 1e-5);
+      }
+    }
+  }
+}
+
 TEST(RotaryRows, Bf16RowsRoundAsTransformersBf16Arithmetic) {
   // A BF16 model: transformers casts cos and sin to BF16 and each product and the sum round to
   // BF16. The per-sequence path (Apply: ATen's operations) is that arithmetic.
