@@ -40,11 +40,6 @@ at::Tensor RotateHalf(const at::Tensor& x) {
   return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-// x [T, heads, d] float32 or BF16 on the CPU rotated in one pass: x * cos + rotate_half(x) * sin
-// with cos and sin [T, d / 2] (each frequency serves both halves of the head, as transformers'
-// cat((freqs, freqs)) does). The products and the sum round as ATen's three operations do: in
-// BF16, cos and sin rounded to BF16 first (transformers casts them to the activations' dtype)
-// and each product and the sum rounded to BF16.
 // cos and sin of the angles position x inverse frequency, [positions][half].
 struct AngleTable {
   std::vector<float> inverse;
@@ -58,6 +53,11 @@ struct AngleTable {
   }
 };
 
+// x [T, heads, d] float32 or BF16 on the CPU rotated in one pass: x * cos + rotate_half(x) * sin
+// with cos and sin [T, d / 2] (each frequency serves both halves of the head, as transformers'
+// cat((freqs, freqs)) does). The products and the sum round as ATen's three operations do: in
+// BF16, cos and sin rounded to BF16 first (transformers casts them to the activations' dtype)
+// and each product and the sum rounded to BF16.
 template <typename T>
 at::Tensor RotateRows(const at::Tensor& x, const std::vector<float>& cos,
                       const std::vector<float>& sin) {
@@ -141,7 +141,7 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
     const at::Tensor frequencies = base_inverse_frequencies_.to(at::kFloat).contiguous();
     const float* inverse = frequencies.data_ptr<float>();
     // Every layer of a step asks for the same positions: the last table of this thread is
-    // kept, keyed by the frequencies' values and the positions (a prompt chunk's 64 x 32 angles
+    // kept, keyed by the frequencies' bits and the positions (a prompt chunk's 64 x 32 angles
     // are ~4000 std::cos and std::sin calls, ~2 % of a small-preset prefill, once per layer).
     thread_local AngleTable table;
     if (!table.Holds(inverse, half, positions)) {
