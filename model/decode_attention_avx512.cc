@@ -30,10 +30,8 @@ constexpr int64_t kKeysPerBlock = 16;
 __attribute__((target("avx512f"), always_inline)) inline __m512 Load16(const float* x) {
   return _mm512_loadu_ps(x);
 }
-// BF16 is the top half of a float: widening is a 16-bit shift, exact.
 __attribute__((target("avx512f"), always_inline)) inline __m512 Load16(const at::BFloat16* x) {
-  const __m256i halves = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
+  return WidenBf16Bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
 
 __attribute__((target("avx512f"), always_inline)) inline void Store16(__m512 v, float* y) {

@@ -23,11 +23,6 @@ constexpr int64_t kLanes = 16;
 // step's few rows, whose handful of microseconds would not pay for the hand-off).
 constexpr int64_t kSpreadElements = 1 << 14;
 
-// BF16 bits as float32 (exact).
-__attribute__((target("avx512f"), always_inline)) inline __m512 Widen(__m256i bits) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
-
 // Up to 16 values of a row from element i on (zeros past `count`), as float32.
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512 Load(
@@ -35,7 +30,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   if constexpr (std::is_same_v<T, float>) {
     return _mm512_maskz_loadu_ps(mask, p);
   } else {
-    return Widen(_mm256_maskz_loadu_epi16(mask, p));
+    return WidenBf16Bits(_mm256_maskz_loadu_epi16(mask, p));
   }
 }
 
@@ -105,7 +100,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void RmsNormRowVector(const
   for (int64_t j = 0; j < width; j += kLanes) {
     const __mmask16 mask = MaskOf(width - j);
     __m512 normalised = _mm512_mul_ps(Load(x + j, mask), inverse_rms);
-    if constexpr (!std::is_same_v<T, float>) normalised = Widen(RoundToBf16Bits(normalised));
+    if constexpr (!std::is_same_v<T, float>) normalised = RoundThroughBf16(normalised);
     Store(y + j, mask, _mm512_mul_ps(Load(w + j, mask), normalised));
   }
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/bf16_rounding.h"
 #include "model/small_batch_linear.h"
 #include "model/spinning_workers.h"
 #include "model/stream_prefetch.h"
@@ -90,8 +91,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline voi
 }
 
 __attribute__((target("avx512f"), always_inline)) inline __m512 Widen512(const uint16_t* p) {
-  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  return WidenBf16Bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 template <int R, int T>
