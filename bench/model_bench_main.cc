@@ -28,6 +28,7 @@
 #include "bench/quantize_drift.h"
 #include "bench/packed_stream.h"
 #include "bench/quantized_products.h"
+#include "bench/loop_handoff.h"
 #include "bench/sampling_bench.h"
 #include "bench/small_batch_products.h"
 #include "bench/stream_prefetch.h"
@@ -319,6 +320,15 @@ int main(int argc, char** argv) {
   int sampled_tokens = 200;
   sampling->add_option("--tokens", sampled_tokens, "tokens per run")->check(CLI::Range(1, 1000000));
   sampling->add_option("--runs", runs)->check(CLI::Range(1, 1000));
+  CLI::App* handoff = app.add_subcommand(
+      "loop-handoff", "what one SpinningWorkers loop costs beyond its tasks' work: loops of 2-86 "
+                      "busy-wait tasks of 0, 1 and 4 us (bench/loop_handoff.h)");
+  handoff->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  int handoff_loops = 2000;
+  handoff->add_option("--loops", handoff_loops, "loops per batch")->check(CLI::Range(1, 1000000));
+  int handoff_batches = 9;
+  handoff->add_option("--batches", handoff_batches, "batches (the median is reported)")
+      ->check(CLI::Range(1, 1000));
   app.add_subcommand("blas-coretype",
                      "print the OPENBLAS_CORETYPE this process runs with (empty: OpenBLAS's own "
                      "choice), so bench/run gives its peers the same kernels");
@@ -342,6 +352,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     placer::model::SetComputeThreads(args.threads);
+    if (*handoff) {
+      PrintJson(MeasureLoopHandoff(handoff_loops, handoff_batches));
+      return 0;
+    }
     if (*stream) {
       PrintJson(MeasurePackedStream(mib << 20, stream_passes));
       return 0;
