@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,11 +48,28 @@ int EphemeralRangeStart() {
 
 }  // namespace
 
+// The claim is an exclusive lock on /tmp/placer-test-ports/PORT whose descriptor stays open: the
+// kernel drops it when the process exits, so a crashed test leaves nothing stale. Close-on-exec,
+// so that a daemon started from here does not keep the claim alive after its test is gone.
+int ClaimPortAcrossProcesses(int port) {
+  static const char* kClaims = "/tmp/placer-test-ports";
+  mkdir(kClaims, 0777);
+  const std::string path = std::string(kClaims) + "/" + std::to_string(port);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return -1;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Ports come from below the ephemeral range: a port the kernel hands out as ephemeral can be
 // handed out again at once, to any process's outgoing connection (the gRPC clients of tests
 // running beside this one), between our check and the daemon's bind; one did, and a stage's
 // metrics server could not listen. Below the range only another test's choice can collide,
-// and each process never hands out the same port twice.
+// and each port is claimed across processes (ClaimPortAcrossProcesses) before it is
+// checked: a stage daemon once could not listen on its port while other tests ran beside it.
 int FreeLoopbackPort() {
   static std::mutex mutex;
   static std::set<int> handed_out;
@@ -59,12 +78,17 @@ int FreeLoopbackPort() {
   std::uniform_int_distribution<int> below_ephemeral(10000, EphemeralRangeStart() - 1);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int port = below_ephemeral(random);
-    if (handed_out.count(port) == 0 && CanBindLoopback(port)) {
+    if (handed_out.count(port) != 0) continue;
+    const int claim = ClaimPortAcrossProcesses(port);
+    if (claim < 0) continue;
+    if (CanBindLoopback(port)) {
       handed_out.insert(port);
-      return port;
+      return port;  // `claim` stays open on purpose: closing it would release the port
     }
+    close(claim);
   }
-  throw std::runtime_error("no free loopback port below the ephemeral range");
+  throw std::runtime_error(
+      "no free loopback port below the ephemeral range that /tmp/placer-test-ports could claim");
 }
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

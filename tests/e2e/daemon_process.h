@@ -12,9 +12,13 @@
 
 namespace placer::testing {
 
-// A port nobody listens on right now, below the kernel's ephemeral range (bound and released;
-// only another test choosing the same port at once can take it).
+// A port nobody listens on right now, below the kernel's ephemeral range (bound and released),
+// that no other test process on this machine is handed while this process lives.
 int FreeLoopbackPort();
+
+// Claims `port` for this process against every other process that claims ports this way, until
+// this process exits: the claim's descriptor (keep it open), or -1 when another process holds it.
+int ClaimPortAcrossProcesses(int port);
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
