@@ -28,6 +28,7 @@
 #include "bench/quantize_drift.h"
 #include "bench/packed_stream.h"
 #include "bench/quantized_products.h"
+#include "bench/interleaved_rows.h"
 #include "bench/loop_handoff.h"
 #include "bench/sampling_bench.h"
 #include "bench/small_batch_products.h"
@@ -329,6 +330,16 @@ int main(int argc, char** argv) {
   int handoff_batches = 9;
   handoff->add_option("--batches", handoff_batches, "batches (the median is reported)")
       ->check(CLI::Range(1, 1000));
+  CLI::App* interleaved = app.add_subcommand(
+      "interleaved-rows", "4-bit rows stored 1, 2 or 4 at a time block by block, each run by a "
+                          "copy of the decode kernel's inner block, against a sum of the same "
+                          "bytes (bench/interleaved_rows.h)");
+  interleaved->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
+  int64_t interleaved_mib = 680;
+  interleaved->add_option("--mib", interleaved_mib, "packed bytes (whole layers)")
+      ->check(CLI::Range(1, 65536));
+  int interleaved_passes = 10;
+  interleaved->add_option("--passes", interleaved_passes)->check(CLI::Range(1, 100000));
   app.add_subcommand("blas-coretype",
                      "print the OPENBLAS_CORETYPE this process runs with (empty: OpenBLAS's own "
                      "choice), so bench/run gives its peers the same kernels");
@@ -352,6 +363,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     placer::model::SetComputeThreads(args.threads);
+    if (*interleaved) {
+      PrintJson(MeasureInterleavedRows(interleaved_mib << 20, interleaved_passes));
+      return 0;
+    }
     if (*handoff) {
       PrintJson(MeasureLoopHandoff(handoff_loops, handoff_batches));
       return 0;

@@ -219,6 +219,29 @@ TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
   }
 }
 
+TEST_F(BenchTools, InterleavedRowsChecksItsKernelsAndTimesEveryLayout) {
+  const std::string command =
+      absl::StrCat(PLACER_BENCH_MODEL_PATH, " interleaved-rows --threads 1 --mib 1 --passes 2");
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    const CommandResult refused = RunCommand(command);
+    EXPECT_NE(refused.exit_code, 0) << refused.output;
+    EXPECT_NE(refused.output.find("AVX512-BF16"), std::string::npos) << refused.output;
+    return;
+  }
+  const nlohmann::json rows = Json(command);
+  if (rows.is_discarded()) return;
+  // --mib 1: one whole layer of TinyLlama's shapes, 72 bytes a block of 128.
+  EXPECT_EQ(rows["bytes"], (2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048) / 128 * 72);
+  // Each kernel matched float64 before anything was timed (the tool throws otherwise).
+  EXPECT_LT(rows["largest_relative_error"].get<double>(), 1e-4) << rows.dump();
+  for (const char* name : {"sum", "1_row", "2_rows_interleaved", "4_rows_interleaved"}) {
+    ASSERT_TRUE(rows["variants"].contains(name)) << name << " " << rows.dump();
+    EXPECT_GT(rows["variants"][name]["gbps"].get<double>(), 0) << name;
+    EXPECT_GT(rows["variants"][name]["of_sum"]["p25"].get<double>(), 0) << name;
+  }
+  EXPECT_DOUBLE_EQ(rows["variants"]["sum"]["of_sum"]["median"].get<double>(), 1.0);
+}
+
 TEST_F(BenchTools, PackedStreamGivesEverySchemeItsShareOfTheRead) {
   // --mib 1: one whole layer of TinyLlama's shapes per scheme.
   const nlohmann::json stream = Json(
