@@ -215,15 +215,13 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
 
 }  // namespace
 
-bool PromptChunkBf16Runs() {
-  // Where oneDNN multiplies BF16 on AMX tiles, its GEMM keeps the chunks (weights not in tile
-  // order: staged blocks, PLACER_BF16_TILES=0): 16 rows per tdpbf16ps outrun this kernel.
-  return DetectBf16Isa() == Bf16Isa::kAvx512Bf16 && !BfloatGemmHasAmx();
-}
+bool PromptChunkBf16Runs() { return DetectBf16Isa() == Bf16Isa::kAvx512Bf16; }
 
 bool PromptChunkBf16Takes(int64_t rows) {
-  return PromptChunkBf16Runs() && rows > SmallBatchBf16MaxRows(Bf16Isa::kAvx512Bf16) &&
-         rows <= kMostRows;
+  // Where oneDNN multiplies BF16 on AMX tiles, its GEMM keeps the chunks (weights not in tile
+  // order: staged blocks, PLACER_BF16_TILES=0): 16 rows per tdpbf16ps outrun this kernel.
+  return PromptChunkBf16Runs() && !BfloatGemmHasAmx() &&
+         rows > SmallBatchBf16MaxRows(Bf16Isa::kAvx512Bf16) && rows <= kMostRows;
 }
 
 at::Tensor PromptChunkLinearBf16(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

@@ -30,12 +30,12 @@
 
 namespace placer::model {
 
-// True when this CPU runs the kernel (AVX512-BF16 with AVX512BW) and ATen's BF16 GEMM has no
-// AMX tiles (BfloatGemmHasAmx: there oneDNN keeps the chunks).
+// True when this CPU runs the kernel (AVX512-BF16 with AVX512BW), whether or not Linear uses it.
 bool PromptChunkBf16Runs();
 
-// True when Linear should use the kernel for `rows` input rows: where it runs and the few-row
-// kernels stop (rows > SmallBatchBf16MaxRows), up to the chunk size where it stops paying.
+// True when Linear should use the kernel for `rows` input rows: where it runs, ATen's BF16 GEMM
+// has no AMX tiles (BfloatGemmHasAmx: there oneDNN keeps the chunks) and the few-row kernels
+// stop (rows > SmallBatchBf16MaxRows), up to the chunk size where it stops paying.
 bool PromptChunkBf16Takes(int64_t rows);
 
 // x @ weight^T + bias in BF16. Requires PromptChunkBf16Runs() and SmallBatchBf16Applies(x,

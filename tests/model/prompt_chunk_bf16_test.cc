@@ -15,6 +15,7 @@
 #include <limits>
 #include <string>
 
+#include "model/quantized_linear.h"
 #include "model/small_batch_bf16.h"
 #include "model/tensor_ops.h"
 
@@ -156,6 +157,16 @@ TEST_F(PromptChunkBf16Test, RowsGivenATaskAtATimeGiveTheDenseWeightsProducts) {
 
 TEST_F(PromptChunkBf16Test, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit) {
   const int64_t few = SmallBatchBf16MaxRows(DetectBf16Isa());
+  if (BfloatGemmHasAmx()) {
+    // oneDNN's GEMM on AMX tiles keeps every chunk past the few-row kernels.
+    const at::Tensor w = RandomBf16({80, 96});
+    for (int64_t rows : {few + 1, int64_t{64}, int64_t{128}}) {
+      EXPECT_FALSE(PromptChunkBf16Takes(rows)) << rows;
+      const at::Tensor x = RandomBf16({rows, 96});
+      ExpectMatchesFloat64(Linear(x, w, {}), x, w, {}, "Linear on AMX at " + std::to_string(rows));
+    }
+    return;
+  }
   EXPECT_FALSE(PromptChunkBf16Takes(few));
   EXPECT_TRUE(PromptChunkBf16Takes(few + 1));
   EXPECT_TRUE(PromptChunkBf16Takes(128));
