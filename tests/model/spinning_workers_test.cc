@@ -18,15 +18,10 @@ namespace placer::model {
 namespace {
 
 // Runs one loop of `tasks` and checks each index was visited once.
-void ExpectEveryTaskOnce(int64_t tasks, std::set<std::thread::id>* threads = nullptr) {
+void ExpectEveryTaskOnce(int64_t tasks) {
   std::vector<std::atomic<int>> visits(static_cast<size_t>(tasks));
-  std::mutex mutex;
   ASSERT_TRUE(SpinningWorkers::Shared().TryRun(tasks, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) visits[static_cast<size_t>(i)].fetch_add(1);
-    if (threads != nullptr) {
-      std::lock_guard<std::mutex> lock(mutex);
-      threads->insert(std::this_thread::get_id());
-    }
     // Long enough that one participant cannot take every range before the others start.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }));
@@ -83,10 +78,27 @@ TEST(SpinningWorkersChunks, CoverTheTasksInShrinkingChunksDownToSingleTasks) {
 }
 
 TEST_F(SpinningWorkersTest, UsesAsManyThreadsAsAtenIsSetTo) {
+  // A helper the scheduler runs late leaves its chunks to the others (as it should), so on a
+  // loaded machine a loop of short tasks can finish on the caller alone: each chunk here waits,
+  // up to a deadline far past any scheduling delay, until `threads` threads have joined the loop.
   for (int threads : {3, 1, 2}) {
     at::set_num_threads(threads);
+    std::mutex mutex;
     std::set<std::thread::id> seen;
-    ExpectEveryTaskOnce(12, &seen);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    ASSERT_TRUE(SpinningWorkers::Shared().TryRun(12, [&](int64_t, int64_t) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        seen.insert(std::this_thread::get_id());
+      }
+      while (std::chrono::steady_clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (static_cast<int>(seen.size()) >= threads) break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }));
     EXPECT_EQ(static_cast<int>(seen.size()), threads) << "at::set_num_threads(" << threads << ")";
   }
 }
