@@ -147,6 +147,17 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
         model::UnpackQuantizedWeight(packed[s][i], at::kFloat, isas.front(), scratch);
         model::Linear(f32_inputs[i], scratch);
       }), runs);
+      // Prompt chunks of 4-bit codes on AMX: the tiles kernel, against what QuantizedLinear
+      // gave those chunks before it (each task's weight rows unpacked for the F32 prompt-chunk
+      // kernel, or the whole weight for the few-row kernels or sgemm).
+      if (model::UsesInt4TilesKernel(f32_inputs.front(), packed[s].front(), {})) {
+        f32_ways["int4_tiles"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt4Tiles(f32_inputs[i], packed[s][i], {});
+        }), runs);
+        f32_ways["unpacked_quantized_linear"] = MedianMilliseconds(each([&](size_t i) {
+          model::UnpackedQuantizedLinear(f32_inputs[i], packed[s][i], {});
+        }), runs);
+      }
       // --quantize-activations int8: F32 rows quantized per block, 4-bit codes by VNNI (the
       // best ISA as "int8_activations", each other runnable one under its name).
       const loader::PackedLayout layout = *loader::PackedLayoutOf(packed[s].front());

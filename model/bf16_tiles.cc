@@ -2,8 +2,6 @@
 
 #include <ATen/Parallel.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,13 +9,11 @@
 #include <vector>
 
 #include "loader/huge_page_tensor.h"
+#include "model/amx_tiles.h"
 #include "model/spinning_workers.h"
 
 namespace placer::model {
 namespace {
-
-constexpr int kArchReqXcompPerm = 0x1023;  // linux/arch/x86/include/uapi/asm/prctl.h
-constexpr int kXfeatureXtileData = 18;
 
 constexpr int64_t kStripe = 16;           // outputs per tile
 constexpr int64_t kKBlock = 32;           // inputs per tile
@@ -40,29 +36,8 @@ int64_t BlockOffset(int64_t stripes, int64_t k_blocks, int64_t stripe, int64_t k
           k_block * GroupStripes(stripes, group) + stripe % kGroupStripes) * kBlockValues;
 }
 
-// Palette 1. Tiles 0-3: sums, 16 outputs x 16 rows (float32); 4: the rows' inputs, 16 pairs
-// of inputs x 16 rows; 5-7: weights, 16 outputs x 32 inputs.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
-__attribute__((target("amx-tile"))) void ConfigureTiles() {
-  TileConfig config;
-  for (int tile = 0; tile < 8; ++tile) {
-    config.rows[tile] = 16;
-    config.bytes_per_row[tile] = 64;
-  }
-  // GCC 12 does not see that ldtilecfg reads the whole struct and drops the stores above.
-  asm volatile("" : : "m"(config) : "memory");
-  _tile_loadconfig(&config);
-}
-
-__attribute__((target("amx-tile"))) void ReleaseTiles() { _tile_release(); }
-
+// Tiles (ConfigureSquareTiles) 0-3: sums, 16 outputs x 16 rows (float32); 4: the rows' inputs,
+// 16 pairs of inputs x 16 rows; 5-7: weights, 16 outputs x 32 inputs.
 struct TileOperands {
   const uint32_t* pairs;   // [in / 2][16]: inputs 2k, 2k+1 of row r at [k][r]; zeros past rows
   const uint16_t* tiles;   // the weight in tile order
@@ -130,7 +105,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void OneStripe(const TileOperands& 
 
 void Groups(const TileOperands& op, int64_t begin, int64_t end) {
   const int64_t stripes = op.out / kStripe;
-  ConfigureTiles();
+  ConfigureSquareTiles();
   for (int64_t group = begin; group < end; ++group) {
     if (GroupStripes(stripes, group) == kGroupStripes) {
       FourStripes(op, group);
@@ -187,9 +162,7 @@ bool Bf16TilesRun() {
   static const bool runs = [] {
     const char* choice = std::getenv("PLACER_BF16_TILES");
     if (choice != nullptr && std::strcmp(choice, "0") == 0) return false;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+    return AmxTilesUsable();
   }();
   return runs;
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "model/register_transpose.h"
 #include "model/spinning_workers.h"
 
 namespace placer::model {
@@ -16,37 +17,6 @@ namespace {
 
 // Units per task of the transposes' parallel work.
 constexpr int64_t kUnitsPerTask = 128;
-
-// r[i] (row i, 16 units) to r[c] (unit c of the 16 rows): pairs, then quads within each
-// 128-bit lane, then the lanes. Shuffles only: one vgatherdps per unit (the way before) took ~10 %
-// of a 64-row prompt chunk's time, on one thread while the other waited (bench/analysis.md).
-__attribute__((target("avx512f"), always_inline)) inline void Transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  // r[4g + c]: lane L holds unit 4L + c of rows 4g .. 4g+3.
-  for (int g = 0; g < 4; ++g) {
-    const __m512 a = t[4 * g], b = t[4 * g + 1], c = t[4 * g + 2], d = t[4 * g + 3];
-    r[4 * g + 0] = _mm512_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * g + 1] = _mm512_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2));
-    r[4 * g + 2] = _mm512_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * g + 3] = _mm512_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  // Unit 4L + c: lane L of r[c], r[4 + c], r[8 + c], r[12 + c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512 low01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
-    const __m512 high01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
-    const __m512 low23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
-    const __m512 high23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
-    t[c] = _mm512_shuffle_f32x4(low01, low23, 0x88);
-    t[4 + c] = _mm512_shuffle_f32x4(low01, low23, 0xDD);
-    t[8 + c] = _mm512_shuffle_f32x4(high01, high23, 0x88);
-    t[12 + c] = _mm512_shuffle_f32x4(high01, high23, 0xDD);
-  }
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
 
 // Units [u0, u0 + width) (width ≤ 16) of one row, zeros past them: masked, so nothing past the
 // row is read.

@@ -2,6 +2,7 @@
 
 #include "model/packed_bf16_kernels.h"
 #include "model/quantized_int4_digits.h"
+#include "model/quantized_int4_tiles.h"
 #include "model/quantized_linear.h"
 
 namespace placer::model {
@@ -20,12 +21,24 @@ std::string PackedKernelsNote(loader::DType compute) {
     return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
            "and 8-bit ones in groups of 64s (each code a BF16 number, exact); others: " + floats;
   }
+  // Prompt chunks of 4-bit weights on AMX CPUs (quantized_int4_tiles.h), said first: they are
+  // most of a prompt's time.
+  const std::string tiles =
+      compute == loader::DType::kF32 && Int4TilesKernelRuns()
+          ? "AMX tdpbf16ps for prompt chunks of 4-bit weights in groups of 64 or more (each "
+            "input as three BF16 parts, exact products); "
+          : "";
   if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
-    return "packed kernels (F32 rows): AVX512-VNNI for 4-bit weights in groups of 128s, decode "
-           "steps and prompt chunks of 17-32 or over 128 rows (each block of 128 inputs as "
-           "24-bit integers, within 2^-22 of its largest input; chunks of 33-128 rows unpack "
-           "each task's weight rows for the F32 prompt-chunk kernel); others: " + floats;
+    return "packed kernels (F32 rows): " + tiles +
+           "AVX512-VNNI for 4-bit weights in groups of 128s, decode steps" +
+           (tiles.empty() ? " and prompt chunks of 17-32 or over 128 rows" : "") +
+           " (each block of 128 inputs as 24-bit integers, within 2^-22 of its largest input" +
+           (tiles.empty() ? "; chunks of 33-128 rows unpack each task's weight rows for the F32 "
+                            "prompt-chunk kernel"
+                          : "") +
+           "); others: " + floats;
   }
+  if (!tiles.empty()) return "packed kernels (F32 rows): " + tiles + "others: " + floats;
   return "packed kernels (" + rows + " rows): " + floats;
 }
 

@@ -13,6 +13,7 @@
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
+#include "model/quantized_int4_tiles.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpacked_linear.h"
@@ -194,6 +195,17 @@ std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
       });
 }
 
+std::vector<at::Tensor> Int4TileProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                         const std::vector<at::Tensor>& biases) {
+  // A plain reference to the caller's buffer (the helpers must read it, not their own).
+  Int4TileInputs& inputs = Int4TileInputsBuffer();
+  return RunPackedProducts(
+      x, weights, biases, [&](const QuantOperands& op) { ArrangeInt4TileInputs(op, &inputs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedChunkRowsInt4Tiles(op, inputs, n0, n1);
+      });
+}
+
 std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,
                                                const std::vector<at::Tensor>& weights,
                                                const std::vector<at::Tensor>& biases) {
@@ -210,7 +222,7 @@ std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,
 // takes another path (prompt chunks no chunk kernel takes: unpack + GEMM; GPU weights; no
 // kernel for this CPU).
 enum class PackedKernel {
-  kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kInt4DigitChunks, kGeneral
+  kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kInt4Tiles, kInt4DigitChunks, kGeneral
 };
 
 PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
@@ -225,11 +237,22 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   const QuantIsa isa = DetectQuantIsa();
   const bool bf16_rows = x.scalar_type() == at::kBFloat16;
   if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) {
-    // Prompt chunks of float32 rows: where the F32 prompt-chunk kernel takes them, each task's
+    // Prompt chunks of float32 rows: 4-bit weights in groups of 64 or more on AMX tiles
+    // (quantized_int4_tiles.h). `placer-bench-model quantized-products --threads 2` (the small
+    // preset's layers, ms per pass, an Emerald Rapids VM whose two vCPUs share one AMX unit),
+    // tiles against each task's rows unpacked for the F32 prompt-chunk kernel or sgemm: groups of
+    // 128 at 17 rows 18-22 vs 26-28, 32 rows 23-24 vs 39-40, 64 rows 29-39 vs 47, 128 rows 65-72
+    // vs 80-90; groups of 32 (a flush of the tiles' sums every 12 tdpbf16ps) 30-33 vs 38-40 at 32
+    // rows but 53-57 vs 54-55 at 64 and 110-111 vs 99-102 at 128, so they stay where they were.
+    // Else, where the F32 prompt-chunk kernel takes them, each task's
     // weight rows unpacked for it (UnpackedQuantizedLinear; on a Zen 5 EPYC a small-preset
     // int4 prefill of 64 rows took 29-31 ms so against 34-40 by digits, of 128 rows 51 against
     // 61-64); else vpdpbusd on the decode kernel's digits where it runs
     // (quantized_int4_digit_chunks.h); else the weight unpacked for a dense product.
+    if (!bf16_rows && Int4TilesKernelRuns() && Int4TilesKernelApplies(layout) &&
+        layout.group_size >= 64) {
+      return PackedKernel::kInt4Tiles;
+    }
     const bool f32_prompt_chunk = isa == QuantIsa::kAvx512 && PromptChunkLinearTakes(rows);
     return !bf16_rows && !f32_prompt_chunk && Int4DigitsKernelRuns() &&
                    Int4DigitsKernelApplies(layout)
@@ -259,6 +282,7 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
     case PackedKernel::kInt8Bf16:
       return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
     case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
+    case PackedKernel::kInt4Tiles: return Int4TileProducts(x, weights, biases);
     case PackedKernel::kInt4DigitChunks: return Int4DigitChunkProducts(x, weights, biases);
     case PackedKernel::kGeneral: return GeneralProducts(x, weights, biases, DetectQuantIsa());
     case PackedKernel::kNone: break;
@@ -355,6 +379,20 @@ at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor&
               "QuantizedLinearInt4DigitChunks: float32 rows, a packed 4-bit host weight in groups "
               "of a multiple of 128, an AVX512-VNNI CPU");
   return Int4DigitChunkProducts(x, {weight}, {bias})[0];
+}
+
+bool UsesInt4TilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return Int4TilesKernelRuns() && x.scalar_type() == at::kFloat &&
+         QuantizedLinearApplies(x, weight, bias) &&
+         Int4TilesKernelApplies(*loader::PackedLayoutOf(weight));
+}
+
+at::Tensor QuantizedLinearInt4Tiles(const at::Tensor& x, const at::Tensor& weight,
+                                    const at::Tensor& bias) {
+  TORCH_CHECK(UsesInt4TilesKernel(x, weight, bias),
+              "QuantizedLinearInt4Tiles: float32 rows, a packed 4-bit host weight, a CPU with AMX "
+              "tiles");
+  return Int4TileProducts(x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

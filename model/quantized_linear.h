@@ -91,12 +91,20 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
 // requires it.
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias);
-
+// Float32 rows times 4-bit weights on AMX tiles (quantized_int4_tiles.h): codes and the three
+// BF16 parts of each input multiplied by tdpbf16ps, for any number of rows (batch invariant).
+// QuantizedLinear takes it for float32 rows past QuantizedLinearMaxRows (prompt chunks) of
+// groups of 64 or more inputs wherever UsesInt4TilesKernel; QuantizedLinearInt4Tiles, for any
+// number of rows and groups of 32 too, requires it.
+bool UsesInt4TilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearInt4Tiles(const at::Tensor& x, const at::Tensor& weight,
+                                    const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8Bf16Kernel's or
-// UsesInt4DigitsKernel's, else DetectQuantIsa's), else the chunk kernel where
-// UsesInt4DigitsKernel, else the weight dequantized (quantized_unpacked_linear.h).
+// UsesInt4DigitsKernel's, else DetectQuantIsa's), else for float32 prompt chunks the AMX kernel
+// where UsesInt4TilesKernel, the chunk kernel where UsesInt4DigitsKernel (rows the F32
+// prompt-chunk kernel does not take), else the weight dequantized (quantized_unpacked_linear.h).
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // QuantizedLinear of one x by each weight (Llama's q, k and v; gate and up), as one call where

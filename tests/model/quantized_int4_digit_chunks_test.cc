@@ -4,8 +4,8 @@
 // of 8 and a tail of single ones, 1-100 rows (passes of 3, 2 and 1 row vectors of 16, the last
 // one part padding), bias or none; each row bit-identical alone, in any chunk and at either
 // thread count; outliers, tiny blocks and non-finite inputs; QuantizedLinear sending float32
-// prompt chunks of 4-bit weights in groups of 128s here where the F32 prompt-chunk kernel does
-// not take them, and nothing else.
+// prompt chunks of 4-bit weights in groups of 128s here where neither the AMX kernel nor the F32
+// prompt-chunk kernel takes them, and nothing else.
 #include "model/quantized_int4_digit_chunks.h"
 
 #include <gtest/gtest.h>
@@ -115,8 +115,11 @@ TEST_F(Int4DigitChunks, QuantizedLinearSendsFloat32PromptChunksOfGroupsOf128sHer
   const int64_t most = QuantizedLinearMaxRows(DetectQuantIsa(), layout, at::kFloat);
   for (int64_t rows : {most + 1, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{129}}) {
     const at::Tensor x = SeededRandn({rows, 256}, 42);
-    // Chunks the F32 prompt-chunk kernel takes go there, their weight rows unpacked.
-    const at::Tensor expected = PromptChunkLinearTakes(rows)
+    // On AMX CPUs every such chunk goes to the tiles (quantized_int4_tiles_test.cc); elsewhere
+    // chunks the F32 prompt-chunk kernel takes go there, their weight rows unpacked.
+    const at::Tensor expected = UsesInt4TilesKernel(x, packed, at::Tensor())
+                                    ? QuantizedLinearInt4Tiles(x, packed, at::Tensor())
+                                : PromptChunkLinearTakes(rows)
                                     ? UnpackedQuantizedLinear(x, packed, at::Tensor())
                                     : QuantizedLinearInt4DigitChunks(x, packed, at::Tensor());
     EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()), expected)) << rows << " rows";

@@ -1,0 +1,239 @@
+// The AMX prompt-chunk kernel for 4-bit weights (codes and the three BF16 parts of each input,
+// multiplied by tdpbf16ps) against float64 products of the exactly dequantized weight, within
+// the float kernels' tolerance plus the sequential sums its header states: groups of 32, 64, 128, 256 and one per output row, 1-16
+// outputs past a pass of 32 and odd tails, 1-100 rows (one row tile, a padded pair, several
+// pairs), bias or none; each row bit-identical alone, in any chunk and at either thread count;
+// outliers, tiny and zero blocks, inputs that need all three parts; non-finite inputs spoiling
+// only their row; what QuantizedLinear sends here, and what it does not.
+#include "model/quantized_int4_tiles.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "loader/quantized_weight.h"
+#include "model/causal_lm.h"
+#include "model/packed_kernels_note.h"
+#include "model/quantized_int4_digits.h"
+#include "model/quantized_linear.h"
+#include "tests/model/seeded_tensors.h"
+
+namespace placer::model {
+namespace {
+
+// Weights whose rows are shifted by a random mean, so the blocks' offsets are not -8 s.
+at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
+  const at::Tensor w = SeededRandn({out, in}, seed) + SeededRandn({out, 1}, seed + 1000);
+  absl::StatusOr<at::Tensor> packed =
+      loader::QuantizeLinearWeight(w, loader::PackedLayout{4, out, in, group}, "w");
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  return *packed;
+}
+
+// Each block's offset m, repeated over its inputs: [out, in].
+at::Tensor Offsets(const at::Tensor& packed) {
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
+  at::Tensor offsets = at::empty({layout.out, layout.groups()}, at::kDouble);
+  const auto* bytes = static_cast<const uint8_t*>(packed.data_ptr());
+  for (int64_t b = 0; b < layout.out * layout.groups(); ++b) {
+    float m;
+    std::memcpy(&m, bytes + b * layout.block_bytes() + 4, sizeof(m));
+    offsets.view({-1})[b] = static_cast<double>(m);
+  }
+  return offsets.repeat_interleave(layout.group_size, 1);
+}
+
+// The float kernels' tolerance (quantized_linear_test.cc: a few float32 roundings of the result
+// and of the sum of |x|·|w|), which random inputs meet; with `header_bound`, plus the sums the
+// header states: a group's 3·group products s·q·(part of x) added one at a time into one
+// float32, and its input sum times m (an outlier makes every later addition round coarsely).
+void ExpectNearFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
+                       const at::Tensor& bias, bool header_bound = false) {
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
+  const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+  const at::Tensor x64 = x.to(at::kDouble);
+  at::Tensor reference = at::matmul(x64, w64.t());
+  if (bias.defined()) reference = reference + bias.to(at::kDouble);
+  const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
+  const at::Tensor offsets = Offsets(packed);
+  const double unit = std::ldexp(1.0, -24), group = static_cast<double>(layout.group_size);
+  const at::Tensor sequential = at::matmul(x64.abs(), (w64 - offsets).abs().t()) * (3 * group * unit) +
+                                at::matmul(x64.abs(), offsets.abs().t()) * (group * unit);
+  const at::Tensor error = (y.to(at::kDouble) - reference).abs();
+  const at::Tensor allowed =
+      reference.abs() * 1e-6 + magnitude * 2e-6 + (header_bound ? sequential : at::zeros_like(sequential));
+  ASSERT_TRUE(at::all(error <= allowed).item<bool>())
+      << "worst error " << (error - allowed).max().item<double>() << " beyond the tolerance";
+}
+
+class Int4Tiles : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Int4TilesKernelRuns()) {
+      GTEST_SKIP() << "this CPU has no AMX tiles (or PLACER_INT4_TILES=0)";
+    }
+  }
+};
+
+TEST_F(Int4Tiles, ProductsMatchAFloat64Reference) {
+  struct Shape {
+    int64_t out, in, group;
+  };
+  // 32 outputs (one pass), 3 (one padded pass), 67 and 130 (passes and a tail, two tasks),
+  // groups of one k-block, two, four, eight and whole rows.
+  const Shape shapes[] = {{32, 128, 32},  {3, 256, 64},   {67, 384, 384},
+                          {130, 768, 128}, {17, 2048, 256}, {40, 96, 32}};
+  int seed = 300;
+  for (const Shape& shape : shapes) {
+    const at::Tensor packed = Pack(shape.out, shape.in, shape.group, ++seed);
+    // Row tiles: 1 (padded to a pair), 2, 3 (a pair and a padded one), 4, 5, 7.
+    for (int64_t rows : {1, 16, 17, 33, 48, 64, 65, 100}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "out " << shape.out << " in " << shape.in << " group "
+                                        << shape.group << " rows " << rows << " bias " << with_bias);
+        const at::Tensor x = SeededRandn({rows, shape.in}, ++seed);
+        const at::Tensor bias = with_bias ? SeededRandn({shape.out}, ++seed) : at::Tensor();
+        const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, bias);
+        ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
+        ASSERT_EQ(y.scalar_type(), at::kFloat);
+        ExpectNearFloat64(y, x, packed, bias);
+      }
+    }
+  }
+}
+
+TEST_F(Int4Tiles, EveryInputBitCounts) {
+  // Output n's weight is one code 1 at input n (scale 1, offset 0), so each output is exactly
+  // its input: every partial sum of hi, mid and lo is a float32. The inputs use all 24
+  // significant bits; a kernel that dropped lo, or mid and lo, would be off by up to 2^-16 or
+  // 2^-8 of them.
+  const int64_t in = 64, out = 64;
+  absl::StatusOr<at::Tensor> packed =
+      loader::QuantizeLinearWeight(at::zeros({out, in}), loader::PackedLayout{4, out, in, 32}, "w");
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const loader::PackedLayout layout = *loader::PackedLayoutOf(*packed);
+  auto* bytes = static_cast<uint8_t*>(packed->data_ptr());
+  for (int64_t n = 0; n < out; ++n) {
+    for (int64_t g = 0; g < layout.groups(); ++g) {
+      uint8_t* block = bytes + (n * layout.groups() + g) * layout.block_bytes();
+      const float scale = 1.0f, offset = 0.0f;
+      std::memcpy(block, &scale, sizeof(scale));
+      std::memcpy(block + 4, &offset, sizeof(offset));
+      std::memset(block + loader::kPackedBlockHeaderBytes, 0, 16);
+      if (g == n / 32) {
+        const int64_t k = n % 32;  // byte k % 16: low nibble for inputs 0-15, high for 16-31
+        block[loader::kPackedBlockHeaderBytes + k % 16] = k < 16 ? 0x01 : 0x10;
+      }
+    }
+  }
+  at::Tensor x = at::empty({20, in});
+  for (int64_t r = 0; r < 20; ++r) {
+    for (int64_t k = 0; k < in; ++k) {
+      // 1.xxx with the lowest mantissa bit set, scaled over several binades, both signs.
+      const int32_t mantissa = static_cast<int32_t>((r * in + k) * 2654435761u % 8388608u) | 1;
+      const float value = std::ldexp(1.0f + std::ldexp(static_cast<float>(mantissa), -23),
+                                     static_cast<int>(k % 9) - 4);
+      x.index_put_({r, k}, k % 2 == 0 ? value : -value);
+    }
+  }
+  const at::Tensor y = QuantizedLinearInt4Tiles(x, *packed, at::Tensor());
+  EXPECT_TRUE(at::equal(y, x)) << "worst " << (y - x).abs().max().item<float>();
+}
+
+TEST_F(Int4Tiles, ARowIsTheSameAloneInAnyChunkAndAtEitherThreadCount) {
+  // 67 outputs: two passes of 32 and a tail of 3, two tasks over two threads.
+  const at::Tensor packed = Pack(67, 512, 128, 21);
+  const at::Tensor bias = SeededRandn({67}, 22);
+  const at::Tensor x = SeededRandn({70, 512}, 23);
+  const int threads = ComputeThreads();
+  SetComputeThreads(2);
+  const at::Tensor whole = QuantizedLinearInt4Tiles(x, packed, bias);
+  const at::Tensor shifted = QuantizedLinearInt4Tiles(x.narrow(0, 5, 40), packed, bias);
+  SetComputeThreads(1);
+  const at::Tensor one_thread = QuantizedLinearInt4Tiles(x, packed, bias);
+  SetComputeThreads(threads);
+  EXPECT_TRUE(at::equal(whole, one_thread));
+  for (int64_t r = 0; r < 70; ++r) {
+    const at::Tensor alone = QuantizedLinearInt4Tiles(x.narrow(0, r, 1), packed, bias);
+    ASSERT_TRUE(at::equal(alone[0], whole[r])) << "row " << r;
+    if (r >= 5 && r < 45) {
+      ASSERT_TRUE(at::equal(alone[0], shifted[r - 5])) << "row " << r;
+    }
+  }
+}
+
+TEST_F(Int4Tiles, OutliersAndTinyBlocksStayWithinTheBound) {
+  const at::Tensor packed = Pack(40, 512, 128, 5);
+  at::Tensor x = SeededRandn({40, 512}, 6);
+  x.index_put_({0, 7}, 1000.0f);
+  x.index_put_({21, 300}, -2500.0f);
+  x.narrow(1, 128, 128).mul_(1e-30);
+  x.narrow(1, 384, 128).zero_();
+  const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, at::Tensor());
+  ExpectNearFloat64(y, x, packed, at::Tensor(), /*header_bound=*/true);
+  EXPECT_TRUE(at::all(at::isfinite(y)).item<bool>());
+  // A chunk of only tiny inputs: the float kernels' tolerance.
+  const at::Tensor tiny = SeededRandn({20, 512}, 7) * 1e-30;
+  ExpectNearFloat64(QuantizedLinearInt4Tiles(tiny, packed, at::Tensor()), tiny, packed,
+                    at::Tensor());
+}
+
+TEST_F(Int4Tiles, ANonFiniteInputMakesOnlyItsRowNan) {
+  const at::Tensor packed = Pack(20, 256, 128, 31);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    at::Tensor x = SeededRandn({33, 256}, 32);
+    x.index_put_({17, 140}, bad);
+    const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, at::Tensor());
+    EXPECT_TRUE(at::all(at::isnan(y[17])).item<bool>()) << bad;
+    const at::Tensor others = at::cat({y.narrow(0, 0, 17), y.narrow(0, 18, 15)});
+    EXPECT_TRUE(at::all(at::isfinite(others)).item<bool>()) << bad;
+  }
+}
+
+TEST_F(Int4Tiles, QuantizedLinearSendsFloat32PromptChunksOf4BitWeightsHere) {
+  for (int64_t group : {32, 64, 128, 256}) {
+    const at::Tensor packed = Pack(48, 256, group, 41);
+    const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
+    const int64_t most = QuantizedLinearMaxRows(DetectQuantIsa(), layout, at::kFloat);
+    for (int64_t rows : {most + 1, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{129}}) {
+      if (rows <= most) continue;  // decode rows (checked below)
+      const at::Tensor x = SeededRandn({rows, 256}, 42);
+      // Groups of 32 (a flush every 12 tdpbf16ps) stay with the kernels they had.
+      EXPECT_EQ(at::equal(QuantizedLinear(x, packed, at::Tensor()),
+                          QuantizedLinearInt4Tiles(x, packed, at::Tensor())),
+                group >= 64)
+          << rows << " rows, groups of " << group;
+    }
+    // Decode rows stay with the decode kernels: another summing order, other last bits.
+    const at::Tensor few = SeededRandn({most, 256}, 43);
+    if (group == 128 && Int4DigitsKernelRuns()) {
+      EXPECT_TRUE(at::equal(QuantizedLinear(few, packed, at::Tensor()),
+                            QuantizedLinearInt4Digits(few, packed, at::Tensor())));
+    }
+    EXPECT_FALSE(at::equal(QuantizedLinear(few, packed, at::Tensor()),
+                           QuantizedLinearInt4Tiles(few, packed, at::Tensor())));
+  }
+  // BF16 rows and 8-bit weights: not this kernel (its entry refuses them).
+  const at::Tensor packed = Pack(48, 256, 128, 45);
+  const at::Tensor chunk = SeededRandn({64, 256}, 44);
+  EXPECT_THROW(QuantizedLinearInt4Tiles(chunk.to(at::kBFloat16), packed, at::Tensor()), c10::Error);
+  absl::StatusOr<at::Tensor> int8 = loader::QuantizeLinearWeight(
+      SeededRandn({48, 256}, 46), loader::PackedLayout{8, 48, 256, 128}, "w");
+  ASSERT_TRUE(int8.ok());
+  EXPECT_THROW(QuantizedLinearInt4Tiles(chunk, *int8, at::Tensor()), c10::Error);
+}
+
+TEST_F(Int4Tiles, TheStartLogNoteNamesItForF32RowsOnly) {
+  const std::string f32 = PackedKernelsNote(loader::DType::kF32);
+  EXPECT_EQ(f32.rfind("packed kernels (F32 rows): AMX tdpbf16ps for prompt chunks of 4-bit weights", 0),
+            0u)
+      << f32;
+  EXPECT_EQ(PackedKernelsNote(loader::DType::kBF16).find("AMX"), std::string::npos)
+      << PackedKernelsNote(loader::DType::kBF16);
+}
+
+}  // namespace
+}  // namespace placer::model
