@@ -85,11 +85,13 @@ TEST_F(SpinningWorkersTest, UsesAsManyThreadsAsAtenIsSetTo) {
     at::set_num_threads(threads);
     std::mutex mutex;
     std::set<std::thread::id> seen;
+    std::vector<int> visits(12, 0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    ASSERT_TRUE(SpinningWorkers::Shared().TryRun(12, [&](int64_t, int64_t) {
+    ASSERT_TRUE(SpinningWorkers::Shared().TryRun(12, [&](int64_t begin, int64_t end) {
       {
         std::lock_guard<std::mutex> lock(mutex);
         seen.insert(std::this_thread::get_id());
+        for (int64_t task = begin; task < end; ++task) ++visits[static_cast<size_t>(task)];
       }
       while (std::chrono::steady_clock::now() < deadline) {
         {
@@ -100,6 +102,7 @@ TEST_F(SpinningWorkersTest, UsesAsManyThreadsAsAtenIsSetTo) {
       }
     }));
     EXPECT_EQ(static_cast<int>(seen.size()), threads) << "at::set_num_threads(" << threads << ")";
+    EXPECT_EQ(visits, std::vector<int>(12, 1)) << "each task once, at " << threads << " threads";
   }
 }
 
