@@ -13,12 +13,12 @@
 #include <limits>
 
 #include "loader/quantized_weight.h"
-#include "model/causal_lm.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_unpacked_linear.h"
 #include "tests/model/int4_digit_checks.h"
+#include "tests/model/chunk_invariance_checks.h"
 #include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
@@ -65,22 +65,9 @@ TEST_F(Int4DigitChunks, ARowIsTheSameAloneInAnyChunkAndAtEitherThreadCount) {
   // 67 outputs: eight tiles and three single ones, split over two threads' tasks.
   const at::Tensor packed = Pack(67, 512, 128, 21);
   const at::Tensor bias = SeededRandn({67}, 22);
-  const at::Tensor x = SeededRandn({70, 512}, 23);
-  const int threads = ComputeThreads();
-  SetComputeThreads(2);
-  const at::Tensor whole = QuantizedLinearInt4DigitChunks(x, packed, bias);
-  const at::Tensor shifted = QuantizedLinearInt4DigitChunks(x.narrow(0, 5, 40), packed, bias);
-  SetComputeThreads(1);
-  const at::Tensor one_thread = QuantizedLinearInt4DigitChunks(x, packed, bias);
-  SetComputeThreads(threads);
-  EXPECT_TRUE(at::equal(whole, one_thread));
-  for (int64_t r = 0; r < 70; ++r) {
-    const at::Tensor alone = QuantizedLinearInt4DigitChunks(x.narrow(0, r, 1), packed, bias);
-    ASSERT_TRUE(at::equal(alone[0], whole[r])) << "row " << r;
-    if (r >= 5 && r < 45) {
-      ASSERT_TRUE(at::equal(alone[0], shifted[r - 5])) << "row " << r;
-    }
-  }
+  ExpectEachRowTheSameAloneInAnyChunkAndAtEitherThreadCount(
+      [&](const at::Tensor& rows) { return QuantizedLinearInt4DigitChunks(rows, packed, bias); },
+      SeededRandn({70, 512}, 23));
 }
 
 TEST_F(Int4DigitChunks, OutliersAndTinyBlocksStayWithinTheBound) {

@@ -14,23 +14,17 @@
 #include <limits>
 
 #include "loader/quantized_weight.h"
-#include "model/causal_lm.h"
 #include "model/packed_kernels_note.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_linear.h"
+#include "tests/model/chunk_invariance_checks.h"
+#include "tests/model/int4_digit_checks.h"
 #include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
 namespace {
 
-// Weights whose rows are shifted by a random mean, so the blocks' offsets are not -8 s.
-at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed) {
-  const at::Tensor w = SeededRandn({out, in}, seed) + SeededRandn({out, 1}, seed + 1000);
-  absl::StatusOr<at::Tensor> packed =
-      loader::QuantizeLinearWeight(w, loader::PackedLayout{4, out, in, group}, "w");
-  EXPECT_TRUE(packed.ok()) << packed.status();
-  return *packed;
-}
+using int4_digit_checks::Pack;  // rows shifted by a random mean: offsets other than -8 s
 
 // Each block's offset m, repeated over its inputs: [out, in].
 at::Tensor Offsets(const at::Tensor& packed) {
@@ -146,22 +140,9 @@ TEST_F(Int4Tiles, ARowIsTheSameAloneInAnyChunkAndAtEitherThreadCount) {
   // 67 outputs: two passes of 32 and a tail of 3, two tasks over two threads.
   const at::Tensor packed = Pack(67, 512, 128, 21);
   const at::Tensor bias = SeededRandn({67}, 22);
-  const at::Tensor x = SeededRandn({70, 512}, 23);
-  const int threads = ComputeThreads();
-  SetComputeThreads(2);
-  const at::Tensor whole = QuantizedLinearInt4Tiles(x, packed, bias);
-  const at::Tensor shifted = QuantizedLinearInt4Tiles(x.narrow(0, 5, 40), packed, bias);
-  SetComputeThreads(1);
-  const at::Tensor one_thread = QuantizedLinearInt4Tiles(x, packed, bias);
-  SetComputeThreads(threads);
-  EXPECT_TRUE(at::equal(whole, one_thread));
-  for (int64_t r = 0; r < 70; ++r) {
-    const at::Tensor alone = QuantizedLinearInt4Tiles(x.narrow(0, r, 1), packed, bias);
-    ASSERT_TRUE(at::equal(alone[0], whole[r])) << "row " << r;
-    if (r >= 5 && r < 45) {
-      ASSERT_TRUE(at::equal(alone[0], shifted[r - 5])) << "row " << r;
-    }
-  }
+  ExpectEachRowTheSameAloneInAnyChunkAndAtEitherThreadCount(
+      [&](const at::Tensor& rows) { return QuantizedLinearInt4Tiles(rows, packed, bias); },
+      SeededRandn({70, 512}, 23));
 }
 
 TEST_F(Int4Tiles, OutliersAndTinyBlocksStayWithinTheBound) {
