@@ -123,6 +123,12 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
           at::linear(inputs[i], scratch);
         }), runs);
       }
+      // Or the AMX tiles (one part: a BF16 input is its own hi).
+      if (model::UsesInt4TilesKernel(inputs.front(), packed[s].front(), {})) {
+        ways["int4_tiles"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt4Tiles(inputs[i], packed[s][i], {});
+        }), runs);
+      }
       // Or the BF16 prompt-chunk kernel, each task's rows unpacked where it uses them.
       if (model::PromptChunkBf16Runs() && model::DetectQuantIsa() == model::QuantIsa::kAvx512) {
         ways["prompt_chunk"] = MedianMilliseconds(each([&](size_t i) {

@@ -117,7 +117,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
     const QuantOperands& op, const Int4TileInputs& inputs, int64_t passes, Scratch& scratch) {
   const int64_t k_blocks = op.in / kKBlock, runs_per_group = op.group_size / kKBlock;
   const int64_t columns = inputs.row_tiles * kTileRows;
-  const int64_t row_tile_ints = k_blocks * kParts * kPairInts;
+  const int64_t parts = inputs.parts, row_tile_ints = k_blocks * parts * kPairInts;
   scratch.sums.resize(static_cast<size_t>(passes * kPairOutputs * columns));
   alignas(64) float tile_sums[4][kStripe][kTileRows];
   for (int64_t rt = 0; rt < inputs.row_tiles; rt += 2) {
@@ -133,8 +133,8 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
           const uint16_t* a = scratch.a.data() + (pass * k_blocks + kb) * 2 * kATileWords;
           _tile_loadd(4, a, 64);
           _tile_loadd(5, a + kATileWords, 64);
-          for (int64_t part = 0; part < kParts; ++part) {
-            const int64_t at = (kb * kParts + part) * kPairInts;
+          for (int64_t part = 0; part < parts; ++part) {
+            const int64_t at = (kb * parts + part) * kPairInts;
             _tile_loadd(6, b0 + at, 64);
             _tile_loadd(7, b1 + at, 64);
             _tile_dpbf16ps(0, 4, 6);
@@ -216,26 +216,27 @@ __attribute__((target("avx512f,avx512bw"))) void SplitRows(const QuantOperands& 
   alignas(64) uint16_t upper_halves[32];
   for (int i = 0; i < 32; ++i) upper_halves[i] = static_cast<uint16_t>(2 * i + 1);
   const __m512i pick = _mm512_load_si512(upper_halves);
+  const int64_t parts = inputs->parts;
   for (int64_t t = 0; t < inputs->row_tiles; ++t) {
     const int64_t valid = std::clamp<int64_t>(op.rows - t * kTileRows, 0, kTileRows);
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       __m512 parts_of_rows[kParts][16];
       for (int64_t i = 0; i < 16; ++i) {
         if (i >= valid) {
-          for (int64_t part = 0; part < kParts; ++part) parts_of_rows[part][i] = _mm512_setzero_ps();
+          for (int64_t part = 0; part < parts; ++part) parts_of_rows[part][i] = _mm512_setzero_ps();
           continue;
         }
         const float* inputs_of_row = op.x + (t * kTileRows + i) * op.in + kb * kKBlock;
         __m512 first[3], second[3];
         SplitIntoParts(_mm512_loadu_ps(inputs_of_row), first);
         SplitIntoParts(_mm512_loadu_ps(inputs_of_row + 16), second);
-        for (int64_t part = 0; part < kParts; ++part) {
+        for (int64_t part = 0; part < parts; ++part) {
           parts_of_rows[part][i] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(
               _mm512_castps_si512(first[part]), pick, _mm512_castps_si512(second[part])));
         }
       }
-      uint32_t* tiles = inputs->pairs.data() + (t * k_blocks + kb) * kParts * kPairInts;
-      for (int64_t part = 0; part < kParts; ++part) {
+      uint32_t* tiles = inputs->pairs.data() + (t * k_blocks + kb) * parts * kPairInts;
+      for (int64_t part = 0; part < parts; ++part) {
         Transpose16x16(parts_of_rows[part]);
         for (int64_t j = 0; j < 16; ++j) {
           _mm512_storeu_ps(tiles + part * kPairInts + j * kTileRows, parts_of_rows[part][j]);
@@ -269,12 +270,13 @@ Int4TileInputs& Int4TileInputsBuffer() {
   return inputs;
 }
 
-void ArrangeInt4TileInputs(const QuantOperands& op, Int4TileInputs* inputs) {
+void ArrangeInt4TileInputs(const QuantOperands& op, bool bf16_rows, Int4TileInputs* inputs) {
   const int64_t k_blocks = op.in / kKBlock;
+  inputs->parts = bf16_rows ? 1 : kParts;
   int64_t row_tiles = (op.rows + kTileRows - 1) / kTileRows;
   row_tiles += row_tiles % 2;
   inputs->row_tiles = row_tiles;
-  inputs->pairs.resize(static_cast<size_t>(row_tiles * k_blocks * kParts * kPairInts));
+  inputs->pairs.resize(static_cast<size_t>(row_tiles * k_blocks * inputs->parts * kPairInts));
   inputs->group_sums.assign(static_cast<size_t>(row_tiles * op.groups * kTileRows), 0.0f);
   for (int64_t r = 0; r < op.rows; ++r) {
     for (int64_t g = 0; g < op.groups; ++g) {

@@ -1,5 +1,6 @@
 // Inside QuantizedLinear (AMX): prompt chunks of float32 rows (past QuantizedLinearMaxRows)
-// times 4-bit packed weights in groups of any multiple of 32 inputs, by `tdpbf16ps`.
+// times 4-bit packed weights in groups of any multiple of 32 inputs, by `tdpbf16ps`; BF16 rows
+// too, with one part each (a BF16 input is its own hi), their results rounded to BF16 once.
 //
 // Why: on AVX-512 the F32 prompt-chunk kernels are bound by their FMAs (16 multiply-adds each;
 // ~2/3 of the small preset's int4 prefill was that one loop). One tdpbf16ps multiplies a tile
@@ -39,6 +40,10 @@
 
 namespace placer::model {
 
+// BF16 rows up to which QuantizedLinear gives prompt chunks to this kernel (one part per input);
+// longer BF16 chunks unpack the weight for oneDNN's GEMM, which reuses it across more rows.
+inline constexpr int64_t kMostInt4TileBf16Rows = 64;
+
 // AMX tiles usable (amx_tiles.h) and AVX-512 F/BW (the unpacking and the inputs' split), and
 // PLACER_INT4_TILES is not "0" (for measuring the chunk kernels this one replaced).
 bool Int4TilesKernelRuns();
@@ -51,14 +56,16 @@ bool Int4TilesKernelApplies(const loader::PackedLayout& layout);
 // ([16 pairs of inputs][16 rows], each pair two BF16 values); each row tile's group sums
 // [groups][16].
 struct Int4TileInputs {
-  std::vector<uint32_t> pairs;       // [row_tiles, in / 32, 3, 16, 16]
+  std::vector<uint32_t> pairs;       // [row_tiles, in / 32, parts, 16, 16]
   std::vector<float> group_sums;     // [row_tiles, groups, 16]
   int64_t row_tiles = 0;
+  int64_t parts = 3;                 // hi, mid, lo; 1 for BF16 rows (their own hi)
 };
 
-// Every row of op.x arranged for QuantizedChunkRowsInt4Tiles. Requires Int4TilesKernelRuns and
-// a layout Int4TilesKernelApplies to.
-void ArrangeInt4TileInputs(const QuantOperands& op, Int4TileInputs* inputs);
+// Every row of op.x arranged for QuantizedChunkRowsInt4Tiles: three parts, or with `bf16_rows`
+// (op.x widened from BF16, so each input is one BF16 number) one. Requires Int4TilesKernelRuns
+// and a layout Int4TilesKernelApplies to.
+void ArrangeInt4TileInputs(const QuantOperands& op, bool bf16_rows, Int4TileInputs* inputs);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `inputs`).
 void QuantizedChunkRowsInt4Tiles(const QuantOperands& op, const Int4TileInputs& inputs, int64_t n0,

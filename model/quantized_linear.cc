@@ -200,7 +200,10 @@ std::vector<at::Tensor> Int4TileProducts(const at::Tensor& x, const std::vector<
   // A plain reference to the caller's buffer (the helpers must read it, not their own).
   Int4TileInputs& inputs = Int4TileInputsBuffer();
   return RunPackedProducts(
-      x, weights, biases, [&](const QuantOperands& op) { ArrangeInt4TileInputs(op, &inputs); },
+      x, weights, biases,
+      [&](const QuantOperands& op) {
+        ArrangeInt4TileInputs(op, x.scalar_type() == at::kBFloat16, &inputs);
+      },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {
         QuantizedChunkRowsInt4Tiles(op, inputs, n0, n1);
       });
@@ -249,8 +252,12 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
     // int4 prefill of 64 rows took 29-31 ms so against 34-40 by digits, of 128 rows 51 against
     // 61-64); else vpdpbusd on the decode kernel's digits where it runs
     // (quantized_int4_digit_chunks.h); else the weight unpacked for a dense product.
-    if (!bf16_rows && Int4TilesKernelRuns() && Int4TilesKernelApplies(layout) &&
-        layout.group_size >= 64) {
+    // BF16 rows (a BF16 checkpoint under --quantize int4) take the tiles with one part, up to
+    // 64 rows (same tool and runs, BF16 columns, tiles against unpack + oneDNN's GEMM): groups
+    // of 128 at 17 rows 13-14 vs 22-28, 32 rows 12-16 vs 29-34, 64 rows 27-30 vs 31-48, 128 rows
+    // 42-47 vs 42-44; groups of 32 at 64 rows 31-40 vs 43-45, at 128 rows 73-104 vs 33-43.
+    const bool tiles_take = bf16_rows ? rows <= kMostInt4TileBf16Rows : layout.group_size >= 64;
+    if (tiles_take && Int4TilesKernelRuns() && Int4TilesKernelApplies(layout)) {
       return PackedKernel::kInt4Tiles;
     }
     const bool f32_prompt_chunk = isa == QuantIsa::kAvx512 && PromptChunkLinearTakes(rows);
@@ -382,16 +389,15 @@ at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor&
 }
 
 bool UsesInt4TilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return Int4TilesKernelRuns() && x.scalar_type() == at::kFloat &&
-         QuantizedLinearApplies(x, weight, bias) &&
+  return Int4TilesKernelRuns() && QuantizedLinearApplies(x, weight, bias) &&
          Int4TilesKernelApplies(*loader::PackedLayoutOf(weight));
 }
 
 at::Tensor QuantizedLinearInt4Tiles(const at::Tensor& x, const at::Tensor& weight,
                                     const at::Tensor& bias) {
   TORCH_CHECK(UsesInt4TilesKernel(x, weight, bias),
-              "QuantizedLinearInt4Tiles: float32 rows, a packed 4-bit host weight, a CPU with AMX "
-              "tiles");
+              "QuantizedLinearInt4Tiles: float32 or BF16 rows, a packed 4-bit host weight, a CPU "
+              "with AMX tiles");
   return Int4TileProducts(x, {weight}, {bias})[0];
 }
 

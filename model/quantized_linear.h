@@ -91,11 +91,11 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
 // requires it.
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias);
-// Float32 rows times 4-bit weights on AMX tiles (quantized_int4_tiles.h): codes and the three
-// BF16 parts of each input multiplied by tdpbf16ps, for any number of rows (batch invariant).
-// QuantizedLinear takes it for float32 rows past QuantizedLinearMaxRows (prompt chunks) of
-// groups of 64 or more inputs wherever UsesInt4TilesKernel; QuantizedLinearInt4Tiles, for any
-// number of rows and groups of 32 too, requires it.
+// Float32 or BF16 rows times 4-bit weights on AMX tiles (quantized_int4_tiles.h): codes and the
+// three BF16 parts of each float32 input (one for a BF16 input) multiplied by tdpbf16ps, for any
+// number of rows (batch invariant). QuantizedLinear takes it past QuantizedLinearMaxRows (prompt
+// chunks) wherever UsesInt4TilesKernel: float32 rows of groups of 64 or more inputs, BF16 rows up
+// to kMostInt4TileBf16Rows; QuantizedLinearInt4Tiles, for any rows and groups, requires it.
 bool UsesInt4TilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor QuantizedLinearInt4Tiles(const at::Tensor& x, const at::Tensor& weight,
                                     const at::Tensor& bias);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "loader/quantized_weight.h"
 #include "model/packed_kernels_note.h"
@@ -197,14 +198,59 @@ TEST_F(Int4Tiles, QuantizedLinearSendsFloat32PromptChunksOf4BitWeightsHere) {
     EXPECT_FALSE(at::equal(QuantizedLinear(few, packed, at::Tensor()),
                            QuantizedLinearInt4Tiles(few, packed, at::Tensor())));
   }
-  // BF16 rows and 8-bit weights: not this kernel (its entry refuses them).
-  const at::Tensor packed = Pack(48, 256, 128, 45);
+  // 8-bit weights: not this kernel (its entry refuses them).
   const at::Tensor chunk = SeededRandn({64, 256}, 44);
-  EXPECT_THROW(QuantizedLinearInt4Tiles(chunk.to(at::kBFloat16), packed, at::Tensor()), c10::Error);
   absl::StatusOr<at::Tensor> int8 = loader::QuantizeLinearWeight(
       SeededRandn({48, 256}, 46), loader::PackedLayout{8, 48, 256, 128}, "w");
   ASSERT_TRUE(int8.ok());
   EXPECT_THROW(QuantizedLinearInt4Tiles(chunk, *int8, at::Tensor()), c10::Error);
+}
+
+TEST_F(Int4Tiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
+  // A BF16 input is its own hi: one tdpbf16ps per 32 inputs, then one rounding to BF16. Within
+  // a BF16 rounding of the float64 product (plus the float kernels' tolerance), for groups of
+  // 32, 128 and whole rows, 1-100 rows.
+  int seed = 500;
+  for (auto [out, in, group] : {std::tuple<int64_t, int64_t, int64_t>{67, 384, 128},
+                                {32, 256, 32}, {130, 512, 512}}) {
+    const at::Tensor packed = Pack(out, in, group, ++seed);
+    const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
+    for (int64_t rows : {1, 17, 33, 64, 100}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "out " << out << " in " << in << " group " << group
+                                        << " rows " << rows << " bias " << with_bias);
+        const at::Tensor x = SeededRandn({rows, in}, ++seed).to(at::kBFloat16);
+        const at::Tensor bias =
+            with_bias ? SeededRandn({out}, ++seed).to(at::kBFloat16) : at::Tensor();
+        const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, bias);
+        ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+        at::Tensor reference = at::matmul(x.to(at::kDouble), w64.t());
+        if (with_bias) reference = reference + bias.to(at::kDouble);
+        const at::Tensor magnitude = at::matmul(x.to(at::kDouble).abs(), w64.abs().t());
+        const at::Tensor allowed = reference.abs() * std::ldexp(1.0, -8) + magnitude * 2e-6;
+        const at::Tensor error = (y.to(at::kDouble) - reference).abs();
+        ASSERT_TRUE(at::all(error <= allowed).item<bool>())
+            << "worst " << (error - allowed).max().item<double>();
+        // The float32 sums before the rounding are the three-part kernel's on the same inputs
+        // widened (mid and lo are zero): the same bits after one rounding to BF16.
+        EXPECT_TRUE(at::equal(
+            y, QuantizedLinearInt4Tiles(x.to(at::kFloat), packed,
+                                        with_bias ? bias.to(at::kFloat) : at::Tensor())
+                   .to(at::kBFloat16)));
+      }
+    }
+  }
+  // QuantizedLinear sends BF16 chunks past the decode kernels' rows here up to 64 rows.
+  const at::Tensor packed = Pack(48, 256, 128, 47);
+  const int64_t most =
+      QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16);
+  for (int64_t rows : {most + 1, kMostInt4TileBf16Rows, kMostInt4TileBf16Rows + 1}) {
+    const at::Tensor x = SeededRandn({rows, 256}, 48).to(at::kBFloat16);
+    EXPECT_EQ(at::equal(QuantizedLinear(x, packed, at::Tensor()),
+                        QuantizedLinearInt4Tiles(x, packed, at::Tensor())),
+              rows <= kMostInt4TileBf16Rows)
+        << rows << " BF16 rows";
+  }
 }
 
 TEST_F(Int4Tiles, TheStartLogNoteNamesItForF32RowsOnly) {
