@@ -19,7 +19,11 @@ std::string PackedKernelsNote(loader::DType compute) {
       std::string("the ") + (isa == QuantIsa::kAvx512 ? "AVX-512" : "AVX2") + " float kernels";
   if (compute == loader::DType::kBF16 && PackedBf16KernelsRun()) {
     return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
-           "and 8-bit ones in groups of 64s (each code a BF16 number, exact); others: " + floats;
+           "and 8-bit ones in groups of 64s (each code a BF16 number, exact)" +
+           std::string(Int4TilesKernelRuns()
+                           ? "; AMX tdpbf16ps for prompt chunks of up to 64 rows of 4-bit weights"
+                           : "") +
+           "; others: " + floats;
   }
   // Prompt chunks of 4-bit weights on AMX CPUs (quantized_int4_tiles.h), said first: they are
   // most of a prompt's time.
