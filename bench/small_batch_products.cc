@@ -134,8 +134,12 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2,
     if (model::Bf16TilesRun()) {  // the same weights in AMX tile order (model/bf16_tiles.h)
       std::vector<at::Tensor> tiles;
       for (const at::Tensor& w : weights_bf16) tiles.push_back(model::PackBf16Tiles(w));
+      // As served (a decode step's rows on the vectors, bf16_tile_rows.h), and on the tiles.
       point["bf16_out_in_ms"]["amx_tiles"] = MedianMilliseconds(each([&](size_t i) {
         model::Bf16TileLinear(inputs_bf16[i], tiles[i], {});
+      }), runs);
+      point["bf16_out_in_ms"]["amx_tiles_on_tiles"] = MedianMilliseconds(each([&](size_t i) {
+        model::Bf16TileLinearOnTiles(inputs_bf16[i], tiles[i], {});
       }), runs);
     }
     points.push_back(point);

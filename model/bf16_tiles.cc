@@ -10,6 +10,7 @@
 
 #include "loader/huge_page_tensor.h"
 #include "model/amx_tiles.h"
+#include "model/bf16_tile_rows.h"
 #include "model/spinning_workers.h"
 
 namespace placer::model {
@@ -205,7 +206,11 @@ at::Tensor UnpackBf16Tiles(const at::Tensor& tiles) {
   return weight;
 }
 
-at::Tensor Bf16TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& bias) {
+namespace {
+
+// Bf16TileLinear, with `vector_rows` the rows up to which the vector kernel takes them.
+at::Tensor TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& bias,
+                      int64_t vector_rows) {
   TORCH_CHECK(Bf16TilesRun(), "Bf16TileLinear: this CPU or process cannot use AMX tiles");
   TORCH_CHECK(IsBf16TileWeight(tiles), "Bf16TileLinear: the weight is not in tile order: ",
               tiles.scalar_type(), " ", tiles.sizes());
@@ -236,8 +241,16 @@ at::Tensor Bf16TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at
   const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   const auto* inputs = reinterpret_cast<const uint16_t*>(flat.data_ptr<at::BFloat16>());
   auto* outputs = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
-  thread_local std::vector<uint32_t> pairs;
   const int64_t groups = (out / kStripe + kGroupStripes - 1) / kGroupStripes;
+  if (rows <= vector_rows && Bf16TileRowsRun()) {
+    const Bf16TileRowsOperands op{inputs,
+                                  reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>()),
+                                  bias32.defined() ? bias32.data_ptr<float>() : nullptr, outputs,
+                                  rows, in, out};
+    RunParallel(groups, [&](int64_t begin, int64_t end) { Bf16TileRowsOfGroups(op, begin, end); });
+    return y;
+  }
+  thread_local std::vector<uint32_t> pairs;
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerPass) {
     const int64_t count = std::min(kRowsPerPass, rows - r0);
     PairRows(inputs + r0 * in, count, in, pairs);
@@ -248,6 +261,17 @@ at::Tensor Bf16TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at
     RunParallel(groups, [&](int64_t begin, int64_t end) { Groups(op, begin, end); });
   }
   return y;
+}
+
+}  // namespace
+
+at::Tensor Bf16TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& bias) {
+  return TileLinear(x, tiles, bias, kMostTileVectorRows);
+}
+
+at::Tensor Bf16TileLinearOnTiles(const at::Tensor& x, const at::Tensor& tiles,
+                                 const at::Tensor& bias) {
+  return TileLinear(x, tiles, bias, 0);
 }
 
 }  // namespace placer::model

@@ -15,12 +15,15 @@
 // block 16 rows of 32 inputs (1 KiB). The tensor is BF16 [out / 16, in / 32, 16, 32], a shape
 // no plain weight has, so the form is read off the tensor (IsBf16TileWeight).
 //
-// Each output is one chain over the inputs in order, two products at a time, in float32 (the
-// instruction's rounding), then + bias and one rounding to BF16: it depends only on its weight
-// row and input row, so a row's result is the same alone, batched with up to kMostTileRows
-// rows, or in a prompt chunk that size. The float32 sums are not bit for bit the vector
-// kernels' (AMX adds a tile's products in its own order), so a packed weight takes this path for
-// good; after the BF16 rounding the outputs nearly always agree.
+// Up to kMostTileVectorRows rows (a decode step) are multiplied on the vector units instead
+// (bf16_tile_rows.h): one row filled one column of a tile, and the tile loads streamed the
+// weights slower than vector loads do. On the tiles, each output is one chain over the inputs
+// in order, in float32 (the instruction's own order and rounding), then + bias and one rounding
+// to BF16: it depends only on its weight row and input row, so a row's result is the same in
+// any call of kMostTileVectorRows + 1 to kMostTileRows rows (a prompt chunk, or a step of more
+// streams); on the vectors, the same in any call of up to kMostTileVectorRows. The two float32
+// sums (and the vector kernels' of the weights as mapped) differ in their last bits; after the
+// BF16 rounding the outputs nearly always agree.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -55,8 +58,12 @@ bool IsBf16TileWeight(const at::Tensor& tensor);
 inline constexpr int64_t kMostTileRows = 64;
 
 // x [..., in] (BF16, CPU) @ weight^T + bias (undefined, or BF16 / float32 [out]) -> BF16
-// [..., out], any number of rows (16 at a time, up to kMostTileRows). Requires Bf16TilesRun and IsBf16TileWeight;
-// other operands are refused with a c10::Error naming them.
+// [..., out], any number of rows (up to kMostTileVectorRows on the vectors, then 16 at a time
+// on the tiles up to kMostTileRows). Requires Bf16TilesRun and IsBf16TileWeight; other
+// operands are refused with a c10::Error naming them.
 at::Tensor Bf16TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& bias);
+// The same with every row count up to kMostTileRows on the tiles (bench, tests).
+at::Tensor Bf16TileLinearOnTiles(const at::Tensor& x, const at::Tensor& tiles,
+                                 const at::Tensor& bias);
 
 }  // namespace placer::model

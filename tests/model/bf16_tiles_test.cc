@@ -1,6 +1,7 @@
 // BF16 weights in AMX tile order (model/bf16_tiles.h): the order itself, the products against a
 // float64 sum of the same BF16 products (group tails, odd row counts, biases, the unpacked GEMM
-// past kMostTileRows), each row bit-identical alone and batched, operands refused by name; and
+// past kMostTileRows), on the vectors up to kMostTileVectorRows rows and on the tiles past
+// them, each row bit-identical in any call of either range, operands refused by name; and
 // in a served model, the layers' weights packed on their first call (and only those the hook
 // promises) with logits unchanged by it. The products run where the CPU has AMX (skipped
 // elsewhere: the vector kernels' tests cover those CPUs); the order, the repacker's refusal and
@@ -12,6 +13,7 @@
 #include <cmath>
 
 #include "model/bf16_repacker.h"
+#include "model/bf16_tile_rows.h"
 #include "model/causal_lm.h"
 #include "runtime/block_hook.h"
 #include "tests/model/bf16_layout_checks.h"
@@ -58,7 +60,8 @@ TEST(Bf16Tiles, ProductsMatchAFloat64Reference) {
            {16, 32}, {80, 96}, {96, 160}, {112, 64}, {256, 1024}}) {
     const at::Tensor w = RandomBf16({out, in}, ++seed);
     const at::Tensor tiles = PackBf16Tiles(w);
-    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{17}, int64_t{40}, kMostTileRows, kMostTileRows + 5}) {
+    for (int64_t rows : {int64_t{1}, int64_t{3}, kMostTileVectorRows, kMostTileVectorRows + 1,
+                         int64_t{16}, int64_t{17}, int64_t{40}, kMostTileRows, kMostTileRows + 5}) {
       for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
         SCOPED_TRACE(testing::Message() << "out " << out << " in " << in << " rows " << rows
                                         << " bias " << bias_kind);
@@ -70,20 +73,62 @@ TEST(Bf16Tiles, ProductsMatchAFloat64Reference) {
         const at::Tensor added =
             bias.defined() && rows > kMostTileRows ? bias.to(at::kBFloat16) : bias;
         bf16_layout_checks::ExpectMatchesFloat64(Bf16TileLinear(x, tiles, bias), x, w, added);
+        // The few rows the vectors take, on the tiles too (as a step of more streams has them).
+        if (rows <= kMostTileVectorRows) {
+          bf16_layout_checks::ExpectMatchesFloat64(Bf16TileLinearOnTiles(x, tiles, bias), x, w,
+                                                   added);
+        }
       }
     }
   }
 }
 
-TEST(Bf16Tiles, ARowIsTheSameAloneAndInAnyBatchUpToTheTileRows) {
+TEST(Bf16Tiles, ARowIsTheSameInAnyCallOfMoreThanTheVectorRowsUpToTheTileRows) {
   SKIP_WITHOUT_AMX();
   // 40 rows: two full B tiles and a tail of 8; 5 stripes (a group and a tail stripe).
   const at::Tensor w = RandomBf16({80, 224}, 3);
   const at::Tensor tiles = PackBf16Tiles(w);
   const at::Tensor bias = RandomBf16({80}, 4);
   const at::Tensor x = RandomBf16({40, 224}, 5);
-  bf16_layout_checks::ExpectRowsAsInTheBatch(
-      [&](const at::Tensor& rows) { return Bf16TileLinear(rows, tiles, bias); }, x, 1);
+  const at::Tensor batched = Bf16TileLinear(x, tiles, bias);
+  // Each row last in a call of the fewest rows the tiles take, and in one of 17.
+  for (int64_t before : {kMostTileVectorRows, int64_t{16}}) {
+    for (int64_t r = 0; r < x.size(0); ++r) {
+      const at::Tensor call =
+          at::cat({x.narrow(0, (r + 7) % (x.size(0) - before + 1), before), x.narrow(0, r, 1)});
+      EXPECT_TRUE(at::equal(Bf16TileLinear(call, tiles, bias)[before], batched[r]))
+          << "row " << r << " after " << before;
+    }
+  }
+  // Alone, a row is on the vectors, as Bf16TileRowsOfGroups multiplies it.
+  ASSERT_TRUE(Bf16TileRowsRun()) << "an AMX CPU without AVX512-BF16";
+  const at::Tensor row = x.narrow(0, 5, 1).contiguous();
+  at::Tensor vector_row = at::empty({1, 80}, row.options());
+  const at::Tensor bias32 = bias.to(at::kFloat);
+  const Bf16TileRowsOperands op{
+      reinterpret_cast<const uint16_t*>(row.data_ptr<at::BFloat16>()),
+      reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>()), bias32.data_ptr<float>(),
+      reinterpret_cast<uint16_t*>(vector_row.data_ptr<at::BFloat16>()), 1, 224, 80};
+  Bf16TileRowsOfGroups(op, 0, 2);
+  EXPECT_TRUE(at::equal(Bf16TileLinear(row, tiles, bias), vector_row));
+}
+
+TEST(Bf16Tiles, ARowIsTheSameAloneAndInAnyCallUpToTheVectorRows) {
+  SKIP_WITHOUT_AMX();
+  // 224 inputs: a visit of 4 k-blocks and a tail of 3; 5 stripes (a group and a tail stripe).
+  const at::Tensor w = RandomBf16({80, 224}, 3);
+  const at::Tensor tiles = PackBf16Tiles(w);
+  const at::Tensor bias = RandomBf16({80}, 4);
+  const at::Tensor x = RandomBf16({kMostTileVectorRows, 224}, 5);
+  const at::Tensor together = Bf16TileLinear(x, tiles, bias);
+  for (int64_t rows = 1; rows <= kMostTileVectorRows; ++rows) {
+    for (int64_t r = 0; r < kMostTileVectorRows; ++r) {
+      // Row r last in a call of `rows` rows.
+      const at::Tensor call = at::cat({x.narrow(0, 0, rows - 1), x.narrow(0, r, 1)});
+      EXPECT_TRUE(at::equal(Bf16TileLinear(call, tiles, bias)[rows - 1], together[r]))
+          << "row " << r << " in a call of " << rows;
+    }
+  }
 }
 
 TEST(Bf16Tiles, OperandsTheKernelCannotTakeAreRefusedNamingThem) {
