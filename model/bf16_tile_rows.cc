@@ -104,12 +104,20 @@ bool Bf16TileRowsRun() {
 }
 
 void Bf16TileRowsOfGroups(const Bf16TileRowsOperands& op, int64_t group_begin, int64_t group_end) {
-  for (int64_t group = group_begin; group < group_end; ++group) {
-    switch (op.rows) {
-      case 1: GroupRows<1>(op, group); break;
-      case 2: GroupRows<2>(op, group); break;
-      case 3: GroupRows<3>(op, group); break;
-      default: GroupRows<4>(op, group); break;
+  // More rows than one visit holds run in runs of kMostTileVectorRows: a row's bits do not
+  // depend on the rows beside it, so the runs give what one call of them all would.
+  for (int64_t first_row = 0; first_row < op.rows; first_row += kMostTileVectorRows) {
+    Bf16TileRowsOperands run = op;
+    run.x = op.x + first_row * op.in;
+    run.y = op.y + first_row * op.out;
+    run.rows = std::min(kMostTileVectorRows, op.rows - first_row);
+    for (int64_t group = group_begin; group < group_end; ++group) {
+      switch (run.rows) {
+        case 1: GroupRows<1>(run, group); break;
+        case 2: GroupRows<2>(run, group); break;
+        case 3: GroupRows<3>(run, group); break;
+        default: GroupRows<4>(run, group); break;
+      }
     }
   }
 }

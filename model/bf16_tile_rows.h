@@ -37,11 +37,12 @@ struct Bf16TileRowsOperands {
   const uint16_t* tiles;  // the weight in tile order (bf16_tiles.h), [out / 16, in / 32, 16, 32]
   const float* bias;      // [out] or null
   uint16_t* y;            // [rows, out] BF16 bits
-  int64_t rows, in, out;  // 1 <= rows <= kMostTileVectorRows
+  int64_t rows, in, out;  // rows >= 1
 };
 
 // Outputs of tile groups [group_begin, group_end) (4 stripes of 16 outputs each, the last group
-// possibly fewer) for every row. Requires Bf16TileRowsRun.
+// possibly fewer) for every row; more than kMostTileVectorRows rows run in runs of that many,
+// each row's bits the same as alone. Requires Bf16TileRowsRun.
 void Bf16TileRowsOfGroups(const Bf16TileRowsOperands& op, int64_t group_begin, int64_t group_end);
 
 }  // namespace placer::model

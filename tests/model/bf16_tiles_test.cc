@@ -131,6 +131,31 @@ TEST(Bf16Tiles, ARowIsTheSameAloneAndInAnyCallUpToTheVectorRows) {
   }
 }
 
+TEST(Bf16Tiles, TheVectorKernelTakesMoreRowsThanAVisitAsEachAlone) {
+  SKIP_WITHOUT_AMX();
+  ASSERT_TRUE(Bf16TileRowsRun()) << "an AMX CPU without AVX512-BF16";
+  // 9 rows: two runs of 4 and one of 1; 80 outputs: a group and a tail stripe.
+  const at::Tensor tiles = PackBf16Tiles(RandomBf16({80, 224}, 7));
+  const at::Tensor bias32 = RandomBf16({80}, 8).to(at::kFloat);
+  const at::Tensor x = RandomBf16({9, 224}, 9);
+  at::Tensor y = at::full({9, 80}, 7.0, x.options());
+  const Bf16TileRowsOperands op{
+      reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
+      reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>()), bias32.data_ptr<float>(),
+      reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()), 9, 224, 80};
+  Bf16TileRowsOfGroups(op, 0, 2);
+  for (int64_t r = 0; r < 9; ++r) {
+    const at::Tensor row = x.narrow(0, r, 1).contiguous();
+    at::Tensor alone = at::empty({1, 80}, x.options());
+    Bf16TileRowsOperands one = op;
+    one.x = reinterpret_cast<const uint16_t*>(row.data_ptr<at::BFloat16>());
+    one.y = reinterpret_cast<uint16_t*>(alone.data_ptr<at::BFloat16>());
+    one.rows = 1;
+    Bf16TileRowsOfGroups(one, 0, 2);
+    EXPECT_TRUE(at::equal(y[r], alone[0])) << "row " << r;
+  }
+}
+
 TEST(Bf16Tiles, OperandsTheKernelCannotTakeAreRefusedNamingThem) {
   SKIP_WITHOUT_AMX();
   bf16_layout_checks::ExpectOperandsRefused(&Bf16TileLinear, PackBf16Tiles(RandomBf16({32, 64}, 6)), "not in tile order");
