@@ -25,22 +25,34 @@ root="$build_dir/llama.cpp"
 # each CPU gets its own.
 cpu_build_dir() {
   local key
-  key=$( (grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; arch_flags) |
+  key=$( (grep -m1 '^model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; arch_flags
+    echo "$ARCH_KEY") |
     sha256sum | cut -c1-12)
   echo "$root/build-$key"
 }
 
-# GGML_NATIVE (-march=native), except on CPUs with AMX: there v0.5.0's AMX kernels (compiled in
-# when the compiler sees AMX-INT8) die with SIGILL on their first `tilezero` in a Q8_0 matrix
-# product (seen on a KVM Xeon whose AMX oneDNN uses without trouble), so llama.cpp is built for
-# the same CPU minus AMX: its AVX-512 / VNNI / BF16 kernels, as on the CPUs without AMX.
-NO_AMX="-march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+# GGML_NATIVE (-march=native) on every CPU, AMX ones included: there llama.cpp keeps Q4_0 and
+# Q8_0 weights in its AMX layout and multiplies prompt chunks on the tiles (and decode rows on
+# VNNI over that layout), 2.1-2.4x its AVX-512 prefill on the Emerald Rapids VM of the
+# forty-sixth session (bench/analysis.md). `ARCH_KEY` names the peer's build in the cache key,
+# so a build made before a change here is not reused.
+ARCH_KEY="native, amx tile configuration kept"
 arch_flags() {  # one cmake argument per line
-  if grep -m1 '^flags' /proc/cpuinfo | grep -qw amx_tile; then
-    printf '%s\n' -DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX"
-  else
-    echo -DGGML_NATIVE=ON
-  fi
+  echo -DGGML_NATIVE=ON
+}
+
+# Debian 12's GCC 12 drops the stores that fill ggml's tile configuration before `ldtilecfg`
+# (it does not see the instruction read the struct), so v0.5.0's AMX kernels ran with no tiles
+# configured and died with SIGILL on their first tile instruction (which is why earlier
+# sessions built this peer without AMX). An empty asm that reads the struct keeps the stores,
+# as placer's own model/amx_tiles.cc does. The source is otherwise llama.cpp's, unchanged.
+keep_tile_configuration() {
+  local file="$root/src/ggml/src/ggml-cpu/amx/mmq.cpp" marker='placer: keep the tile configuration'
+  grep -q "$marker" "$file" && return
+  grep -q '^    _tile_loadconfig(&tc);$' "$file" ||
+    { echo "llama_cpp.sh: no '_tile_loadconfig(&tc);' line in $file to patch" >&2; exit 1; }
+  sed -i '/^    _tile_loadconfig(&tc);$/i \    asm volatile("" : : "m"(tc) : "memory");  // '"$marker"' (GCC 12)' "$file"
+  grep -q "$marker" "$file"
 }
 
 fetch_source() {
@@ -54,11 +66,15 @@ fetch_source() {
 
 build() {
   fetch_source
+  keep_tile_configuration
   local out
   out=$(cpu_build_dir)
   if [[ ! -x "$out/bin/llama-bench" ]]; then
     local flags
     mapfile -t flags < <(arch_flags)
+    if command -v ccache >/dev/null; then  # a rebuild (a new cache key) recompiles what changed
+      flags+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    fi
     cmake -S "$root/src" -B "$out" -DCMAKE_BUILD_TYPE=Release "${flags[@]}" \
       -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DLLAMA_CURL=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$out.configure.log" 2>&1 ||
