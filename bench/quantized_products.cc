@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/quantized_weight.h"
+#include "model/int8_activation_tiles.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_unpacked_linear.h"
@@ -175,6 +176,12 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
                   : std::string("int8_activations_") + model::Int8ActivationIsaName(isa);
           f32_ways[column] = MedianMilliseconds(each([&](size_t i) {
             model::QuantizedLinearInt8Activations(f32_inputs[i], packed[s][i], {}, isa);
+          }), runs);
+        }
+        // Their prompt chunks on AMX-INT8 (QuantizedLinear's choice past 16 rows).
+        if (model::Int8ActivationTilesRun() && model::Int8ActivationTilesApply(layout)) {
+          f32_ways["int8_activation_tiles"] = MedianMilliseconds(each([&](size_t i) {
+            model::QuantizedLinearInt8ActivationTiles(f32_inputs[i], packed[s][i], {});
           }), runs);
         }
       }

@@ -8,8 +8,7 @@
 // B tiles from L2 instead ran at ~83 cycles a tdpbf16ps on an Emerald Rapids VM (~18-28 with
 // the operands in tiles, 30-46 loading them from L1 or L2, 52-77 beyond). At the end of each
 // group the C tiles are stored and scaled into the outputs' float32 sums ([output][row]) by
-// the group's s and m; at the end the sums go to y through 16 x 16 register transposes (a
-// float at a time, strided by `out`, took a third as long as the products).
+// the group's s and m; at the end the sums go to y (tile_output_sums.h).
 #include "model/quantized_int4_tiles.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
@@ -24,6 +23,7 @@
 
 #include "model/amx_tiles.h"
 #include "model/register_transpose.h"
+#include "model/tile_output_sums.h"
 
 namespace placer::model {
 namespace {
@@ -167,32 +167,6 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
   }
 }
 
-// The sums of outputs [s0, s0 + count) plus the bias into op.y, 16 outputs x 16 rows at a time.
-__attribute__((target("avx512f"))) void StoreOutputs(const QuantOperands& op,
-                                                     const Int4TileInputs& inputs,
-                                                     const Scratch& scratch, int64_t s0,
-                                                     int64_t count) {
-  const int64_t columns = inputs.row_tiles * kTileRows;
-  for (int64_t first = 0; first < count; first += kStripe) {
-    const int64_t width = std::min(kStripe, count - first);
-    const auto mask = static_cast<__mmask16>((uint32_t{1} << width) - 1);
-    const __m512 bias = op.bias != nullptr ? _mm512_maskz_loadu_ps(mask, op.bias + s0 + first)
-                                           : _mm512_setzero_ps();
-    for (int64_t r0 = 0; r0 < op.rows; r0 += kTileRows) {
-      __m512 r[16];
-      for (int64_t i = 0; i < 16; ++i) {
-        r[i] = i < width ? _mm512_loadu_ps(scratch.sums.data() + (first + i) * columns + r0)
-                         : _mm512_setzero_ps();
-      }
-      Transpose16x16(r);
-      for (int64_t c = 0; c < std::min(kTileRows, op.rows - r0); ++c) {
-        _mm512_mask_storeu_ps(op.y + (r0 + c) * op.out + s0 + first, mask,
-                              _mm512_add_ps(r[c], bias));
-      }
-    }
-  }
-}
-
 // Input x as three BF16 parts whose sum is x: the top 8 significant bits, the next 8 of what is
 // left, and the rest (at most 8 bits, so exact), each part's bits in the upper half of a float.
 __attribute__((target("avx512f"), always_inline)) inline void SplitIntoParts(__m512 x,
@@ -295,7 +269,7 @@ void QuantizedChunkRowsInt4Tiles(const QuantOperands& op, const Int4TileInputs& 
     const int64_t count = std::min(kMostOutputs, n1 - s0);
     const int64_t passes = UnpackOutputs(op, s0, count, scratch);
     MultiplyOutputs(op, inputs, passes, scratch);
-    StoreOutputs(op, inputs, scratch, s0, count);
+    StoreTileOutputSums(op, scratch.sums.data(), inputs.row_tiles * kTileRows, s0, count);
   }
   ReleaseTiles();
   constexpr size_t kKeptWords = size_t{1} << 20;

@@ -5,7 +5,9 @@
 #include <functional>
 
 #include "loader/quantized_weight.h"
+#include "model/int8_activation_tiles.h"
 #include "model/packed_bf16_kernels.h"
+#include "model/packed_kernel_runs.h"
 #include "model/packed_product.h"
 #include "model/prompt_chunk_bf16.h"
 #include "model/prompt_chunk_linear.h"
@@ -131,103 +133,6 @@ bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const
 
 namespace {
 
-// One kernel's products of x by every weight of `weights` (all sharing their inputs,
-// PackedWeightsShareInputs; one weight is the common case), through RunPackedProducts.
-std::vector<at::Tensor> GeneralProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
-                                        const std::vector<at::Tensor>& biases, QuantIsa isa) {
-  const bool quads = isa == QuantIsa::kAvx512 && Int4QuadsApply(*loader::PackedLayoutOf(weights[0]));
-  // A plain reference to this thread's buffer: the helpers running the lambda below must read
-  // the caller's (a thread_local named inside it would be each helper's own).
-  std::vector<float>& buffer = ArrangedInputs();
-  const float* arranged = nullptr;
-  return RunPackedProducts(
-      x, weights, biases,
-      [&](const QuantOperands& op) {
-        if (quads) arranged = ArrangeInt4QuadInputs(op, &buffer);
-      },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        if (quads) {
-          QuantizedRowsInt4Quads(op, arranged, n0, n1);
-        } else if (isa == QuantIsa::kAvx512) {
-          QuantizedRowsAvx512(op, n0, n1);
-        } else {
-          QuantizedRowsAvx2(op, n0, n1);
-        }
-      });
-}
-
-std::vector<at::Tensor> Int8ActivationProducts(const at::Tensor& x,
-                                               const std::vector<at::Tensor>& weights,
-                                               const std::vector<at::Tensor>& biases,
-                                               Int8ActivationIsa isa) {
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(weights[0]);
-  Int8Activations codes;
-  return RunPackedProducts(
-      x, weights, biases,
-      [&](const QuantOperands& op) {
-        QuantizeActivations(op, ActivationBlock(layout), &codes, isa);
-      },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt8Activations(op, codes, n0, n1, isa);
-      });
-}
-
-// The vdpbf16ps kernels over packed codes (packed_bf16_kernels.h): inputs arranged into the
-// kernel's pairs once per call, then the outputs on the helpers.
-std::vector<at::Tensor> Bf16KernelProducts(
-    const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
-    void (*arrange)(const QuantOperands&, std::vector<uint32_t>*),
-    void (*rows)(const QuantOperands&, const uint32_t*, int64_t, int64_t)) {
-  std::vector<uint32_t> pairs;
-  return RunPackedProducts(
-      x, weights, biases, [&](const QuantOperands& op) { arrange(op, &pairs); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });
-}
-
-std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
-                                           const std::vector<at::Tensor>& weights,
-                                           const std::vector<at::Tensor>& biases) {
-  Int4Digits digits;
-  return RunPackedProducts(
-      x, weights, biases, [&](const QuantOperands& op) { DigitsOfRows(op, &digits); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt4Digits(op, digits, n0, n1);
-      });
-}
-
-std::vector<at::Tensor> Int4TileProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
-                                         const std::vector<at::Tensor>& biases) {
-  // A plain reference to the caller's buffer (the helpers must read it, not their own).
-  Int4TileInputs& inputs = Int4TileInputsBuffer();
-  return RunPackedProducts(
-      x, weights, biases,
-      [&](const QuantOperands& op) {
-        ArrangeInt4TileInputs(op, x.scalar_type() == at::kBFloat16, &inputs);
-      },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedChunkRowsInt4Tiles(op, inputs, n0, n1);
-      });
-}
-
-std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,
-                                               const std::vector<at::Tensor>& weights,
-                                               const std::vector<at::Tensor>& biases) {
-  // A plain reference to the caller's buffer (the helpers must read it, not their own).
-  Int4DigitChunkInputs& inputs = DigitChunkInputsBuffer();
-  return RunPackedProducts(
-      x, weights, biases, [&](const QuantOperands& op) { ArrangeDigitChunkInputs(op, &inputs); },
-      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedChunkRowsInt4Digits(op, inputs, n0, n1);
-      });
-}
-
-// The kernel QuantizedLinear gives these operands, in its order of preference; kNone where it
-// takes another path (prompt chunks no chunk kernel takes: unpack + GEMM; GPU weights; no
-// kernel for this CPU).
-enum class PackedKernel {
-  kNone, kInt8Activations, kInt4Bf16, kInt8Bf16, kInt4Digits, kInt4Tiles, kInt4DigitChunks, kGeneral
-};
-
 PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias) {
   if (!QuantizedLinearApplies(x, weight, bias)) return PackedKernel::kNone;
@@ -235,7 +140,11 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   const int64_t rows = x.numel() / layout.in;
   if (rows < 1) return PackedKernel::kNone;
   if (Int8ActivationsEnabled() && Int8ActivationKernelRuns() && Int8ActivationKernelApplies(layout)) {
-    return PackedKernel::kInt8Activations;
+    // Prompt chunks on AMX-INT8 where it runs (int8_activation_tiles.h).
+    return rows > kMostInt8ActivationVectorRows && Int8ActivationTilesRun() &&
+                   Int8ActivationTilesApply(layout)
+               ? PackedKernel::kInt8ActivationTiles
+               : PackedKernel::kInt8Activations;
   }
   const QuantIsa isa = DetectQuantIsa();
   const bool bf16_rows = x.scalar_type() == at::kBFloat16;
@@ -278,25 +187,6 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   return PackedKernel::kGeneral;
 }
 
-std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x,
-                                        const std::vector<at::Tensor>& weights,
-                                        const std::vector<at::Tensor>& biases) {
-  switch (kernel) {
-    case PackedKernel::kInt8Activations:
-      return Int8ActivationProducts(x, weights, biases, DetectInt8ActivationIsa());
-    case PackedKernel::kInt4Bf16:
-      return Bf16KernelProducts(x, weights, biases, ArrangeInt4Bf16Inputs, QuantizedRowsInt4Bf16);
-    case PackedKernel::kInt8Bf16:
-      return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
-    case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
-    case PackedKernel::kInt4Tiles: return Int4TileProducts(x, weights, biases);
-    case PackedKernel::kInt4DigitChunks: return Int4DigitChunkProducts(x, weights, biases);
-    case PackedKernel::kGeneral: return GeneralProducts(x, weights, biases, DetectQuantIsa());
-    case PackedKernel::kNone: break;
-  }
-  TORCH_CHECK(false, "RunPackedKernel: no kernel chosen");
-}
-
 std::atomic<bool> int8_activations{false};
 
 }  // namespace
@@ -306,7 +196,7 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
   TORCH_CHECK(isa != QuantIsa::kNone && Runs(isa), "QuantizedLinearKernel: this CPU cannot run ",
               QuantIsaName(isa));
   TORCH_CHECK(QuantizedLinearApplies(x, weight, bias), "QuantizedLinearKernel: unsupported operands");
-  return GeneralProducts(x, {weight}, {bias}, isa)[0];
+  return RunGeneralKernel(x, {weight}, {bias}, isa)[0];
 }
 
 void SetInt8Activations(bool enabled) { int8_activations.store(enabled); }
@@ -328,7 +218,22 @@ at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor&
   TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) &&
                   Int8ActivationKernelApplies(*loader::PackedLayoutOf(weight)),
               "QuantizedLinearInt8Activations: unsupported operands");
-  return Int8ActivationProducts(x, {weight}, {bias}, isa)[0];
+  return RunInt8ActivationKernel(x, {weight}, {bias}, isa)[0];
+}
+
+bool UsesInt8ActivationTiles(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return UsesInt8Activations(weight) && Int8ActivationTilesRun() &&
+         QuantizedLinearApplies(x, weight, bias) &&
+         Int8ActivationTilesApply(*loader::PackedLayoutOf(weight));
+}
+
+at::Tensor QuantizedLinearInt8ActivationTiles(const at::Tensor& x, const at::Tensor& weight,
+                                              const at::Tensor& bias) {
+  TORCH_CHECK(Int8ActivationTilesRun() && QuantizedLinearApplies(x, weight, bias) &&
+                  Int8ActivationTilesApply(*loader::PackedLayoutOf(weight)),
+              "QuantizedLinearInt8ActivationTiles: a packed host weight whose activation blocks "
+              "are 64 or 128 inputs, a CPU with AMX-INT8");
+  return RunPackedKernel(PackedKernel::kInt8ActivationTiles, x, {weight}, {bias})[0];
 }
 
 namespace {
@@ -377,7 +282,7 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
   TORCH_CHECK(UsesInt4DigitsKernel(x, weight, bias),
               "QuantizedLinearInt4Digits: float32 rows, a packed 4-bit host weight in groups of a "
               "multiple of 128, an AVX512-VNNI CPU");
-  return Int4DigitsProducts(x, {weight}, {bias})[0];
+  return RunPackedKernel(PackedKernel::kInt4Digits, x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
@@ -385,7 +290,7 @@ at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor&
   TORCH_CHECK(UsesInt4DigitsKernel(x, weight, bias),
               "QuantizedLinearInt4DigitChunks: float32 rows, a packed 4-bit host weight in groups "
               "of a multiple of 128, an AVX512-VNNI CPU");
-  return Int4DigitChunkProducts(x, {weight}, {bias})[0];
+  return RunPackedKernel(PackedKernel::kInt4DigitChunks, x, {weight}, {bias})[0];
 }
 
 bool UsesInt4TilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -398,7 +303,7 @@ at::Tensor QuantizedLinearInt4Tiles(const at::Tensor& x, const at::Tensor& weigh
   TORCH_CHECK(UsesInt4TilesKernel(x, weight, bias),
               "QuantizedLinearInt4Tiles: float32 or BF16 rows, a packed 4-bit host weight, a CPU "
               "with AMX tiles");
-  return Int4TileProducts(x, {weight}, {bias})[0];
+  return RunPackedKernel(PackedKernel::kInt4Tiles, x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

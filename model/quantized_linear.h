@@ -51,8 +51,10 @@ at::Tensor QuantizedLinearKernel(const at::Tensor& x, const at::Tensor& weight,
                                  const at::Tensor& bias, QuantIsa isa);
 
 // --quantize-activations int8 (quantized_vnni.h): 4-bit weights in groups of 32 or a multiple
-// of 128 multiply int8-quantized activations on AVX512-VNNI or AVX-VNNI CPUs, for any number of
-// rows (so a row's result never depends on its batch). Process-wide: placerd serves one model and sets it at
+// of 128 multiply int8-quantized activations on AVX512-VNNI or AVX-VNNI CPUs; prompt chunks of
+// more than kMostInt8ActivationVectorRows rows on AMX-INT8 where UsesInt8ActivationTiles
+// (int8_activation_tiles.h). A row's result does not depend on its batch within each of the two
+// ranges (decode steps of up to 16 streams; chunks). Process-wide: placerd serves one model and sets it at
 // load (LoadCausalLm, from RuntimePlan::quantize).
 void SetInt8Activations(bool enabled);
 bool Int8ActivationsEnabled();
@@ -64,6 +66,13 @@ bool UsesInt8Activations(const at::Tensor& weight);
 at::Tensor QuantizedLinearInt8Activations(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias,
                                           Int8ActivationIsa isa = DetectInt8ActivationIsa());
+
+// The AMX-INT8 chunk path of the int8-activation mode: whether QuantizedLinear gives it chunks
+// of these operands (the mode on, a CPU with AMX-INT8, activation blocks of 64 or 128), and that
+// path for any rows, whatever the mode (it requires the CPU and layout).
+bool UsesInt8ActivationTiles(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearInt8ActivationTiles(const at::Tensor& x, const at::Tensor& weight,
+                                              const at::Tensor& bias);
 
 // BF16 rows times 4-bit weights on AVX512-BF16 (quantized_int4_bf16.h): the codes become BF16
 // numbers in registers and vdpbf16ps multiplies them, for any number of rows (batch invariant).

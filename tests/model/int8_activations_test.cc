@@ -12,74 +12,14 @@
 
 #include "loader/quantized_weight.h"
 #include "model/causal_lm.h"
+#include "model/int8_activation_tiles.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
+#include "tests/model/int8_activation_reference.h"
 #include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
 namespace {
-
-at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed, int bits = 4) {
-  const loader::PackedLayout layout{bits, out, in, group};
-  absl::StatusOr<at::Tensor> packed = loader::QuantizeLinearWeight(SeededRandn({out, in}, seed), layout, "w");
-  EXPECT_TRUE(packed.ok()) << packed.status();
-  return *packed;
-}
-
-// y = sum over groups g and activation blocks b (32 inputs for groups of 32, else 128) of
-// s_g * d_b * (q . codes) + m_g * sum_g(x), in float64, with |terms| summed for the tolerance.
-void Reference(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& bias,
-               std::vector<double>* y, std::vector<double>* magnitude) {
-  const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
-  const int64_t rows = x.size(0), in = layout.in, out = layout.out, gs = layout.group_size;
-  const at::Tensor xc = x.contiguous();
-  const float* xs = xc.data_ptr<float>();
-  const uint8_t* bytes = static_cast<const uint8_t*>(packed.data_ptr());
-  y->assign(static_cast<size_t>(rows * out), 0);
-  magnitude->assign(static_cast<size_t>(rows * out), 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t ab = std::min<int64_t>(gs, 128);  // the activation block: 32, 64 or 128
-    std::vector<int> codes(static_cast<size_t>(in));
-    std::vector<double> scales(static_cast<size_t>(in / ab));
-    for (int64_t b = 0; b < in / ab; ++b) {
-      float max_abs = 0;
-      for (int64_t c = 0; c < ab; ++c) max_abs = std::max(max_abs, std::fabs(xs[r * in + b * ab + c]));
-      scales[b] = max_abs / 127.0f;
-      const float inverse = max_abs > 0 ? 127.0f / max_abs : 0.0f;
-      for (int64_t c = 0; c < ab; ++c) {
-        codes[b * ab + c] = static_cast<int>(std::nearbyint(xs[r * in + b * ab + c] * inverse));
-      }
-    }
-    for (int64_t n = 0; n < out; ++n) {
-      double sum = bias.defined() ? bias[n].item<float>() : 0.0, mag = std::fabs(sum);
-      for (int64_t g = 0; g < layout.groups(); ++g) {
-        const uint8_t* block = bytes + (n * layout.groups() + g) * layout.block_bytes();
-        float s, m;
-        std::memcpy(&s, block, 4);
-        std::memcpy(&m, block + 4, 4);
-        const uint8_t* payload = block + 8;
-        double x_sum = 0;
-        for (int64_t c = 0; c < gs; ++c) x_sum += xs[r * in + g * gs + c];
-        sum += m * x_sum;
-        mag += std::fabs(m * x_sum);
-        for (int64_t b = 0; b < gs / ab; ++b) {
-          int64_t dot = 0, dot_abs = 0;
-          for (int64_t c = b * ab; c < (b + 1) * ab; ++c) {
-            const uint8_t byte = layout.bits == 8 ? payload[c] : payload[(c / 32) * 16 + (c % 32) % 16];
-            const int q = layout.bits == 8 ? static_cast<int8_t>(byte) : (c % 32) < 16 ? (byte & 0xF) : (byte >> 4);
-            dot += q * codes[g * gs + c];
-            dot_abs += std::abs(q * codes[g * gs + c]);
-          }
-          const double d = scales[(g * gs) / ab + b];
-          sum += double(s) * d * double(dot);
-          mag += std::fabs(double(s) * d) * double(dot_abs);
-        }
-      }
-      (*y)[r * out + n] = sum;
-      (*magnitude)[r * out + n] = mag;
-    }
-  }
-}
 
 class Int8ActivationsTest : public ::testing::Test {
  protected:
@@ -96,7 +36,7 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
   for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
            {1, 128, 128, 4}, {7, 256, 128, 4}, {65, 512, 256, 4}, {130, 384, 384, 4}, {3, 64, 32, 4},
            {67, 320, 32, 4}, {1, 64, 64, 4}, {66, 448, 64, 4}, {1, 128, 128, 8}, {7, 256, 256, 8}, {66, 512, 128, 8}, {131, 384, 384, 8}}) {
-    const at::Tensor packed = Pack(out, in, group, ++seed, bits);
+    const at::Tensor packed = PackRandomWeight(out, in, group, ++seed, bits);
     ASSERT_TRUE(Int8ActivationKernelApplies(*loader::PackedLayoutOf(packed)));
     // Tiles of 8 rows (2 weight rows each, their 16 outputs summed as one vector) and every
     // shorter tail.
@@ -112,7 +52,7 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
         const at::Tensor y = QuantizedLinearInt8Activations(x, packed, bias, isa);
         ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, out}));
         std::vector<double> want, magnitude;
-        Reference(x, packed, bias, &want, &magnitude);
+        Int8ActivationReference(x, packed, bias, &want, &magnitude);
         const float* got = y.data_ptr<float>();
         for (size_t i = 0; i < want.size(); ++i) {
           ASSERT_NEAR(got[i], want[i], 1e-5 * magnitude[i] + 1e-6) << "output " << i;
@@ -138,7 +78,7 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
   for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
            {5, 128, 128, 4}, {66, 512, 256, 4}, {33, 384, 384, 4}, {9, 192, 32, 4},
            {7, 192, 64, 4}, {5, 128, 128, 8}, {33, 384, 384, 8}}) {
-    const at::Tensor packed = Pack(out, in, group, ++seed, bits);
+    const at::Tensor packed = PackRandomWeight(out, in, group, ++seed, bits);
     for (int64_t rows : {1, 3, 8, 13}) {
       for (bool with_bias : {false, true}) {
         at::Tensor x = SeededRandn({rows, in}, ++seed);
@@ -158,7 +98,7 @@ TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
   // 29 rows: three tiles of 8 rows and a tail of 4 and 1; 301 outputs end in an odd one.
   for (const auto& [with_bias, group, bits] : std::vector<std::tuple<bool, int64_t, int>>{
            {true, 128, 4}, {false, 128, 4}, {true, 32, 4}, {true, 64, 4}, {true, 512, 8}, {false, 128, 8}}) {
-    const at::Tensor packed = Pack(301, 512, group, 7, bits);
+    const at::Tensor packed = PackRandomWeight(301, 512, group, 7, bits);
     const at::Tensor bias = with_bias ? SeededRandn({301}, 8) : at::Tensor();
     const at::Tensor batch = SeededRandn({29, 512}, 9);
     for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
@@ -182,7 +122,7 @@ TEST_F(Int8ActivationsTest, ARowIsTheSameAloneAndInAnyBatchAtAnyThreadCount) {
 }
 
 TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
-  const at::Tensor int4 = Pack(64, 256, 128, 11);
+  const at::Tensor int4 = PackRandomWeight(64, 256, 128, 11);
   const at::Tensor int4_g32 = *loader::QuantizeLinearWeight(SeededRandn({64, 256}, 12),
                                                             loader::PackedLayout{4, 64, 256, 32}, "w");
   const at::Tensor int4_g64 = *loader::QuantizeLinearWeight(SeededRandn({64, 256}, 16),
@@ -211,10 +151,12 @@ TEST_F(Int8ActivationsTest, TheModeTakesOnlyTheWeightsItApplies) {
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int4, {}), QuantizedLinearInt8Activations(x, int4, {})));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearInt8Activations(x, int8, {})));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int8_g64, {}), QuantizedLinearKernel(x, int8_g64, {}, DetectQuantIsa())));
-  // Prompt chunks take it too (beyond the float kernels' rows), so a row never changes path
-  // with its batch.
+  // Prompt chunks take it too (beyond the float kernels' rows), or on AMX-INT8 the tiles
+  // (int8_activation_tiles_test.cc).
   const at::Tensor chunk = SeededRandn({200, 256}, 15);
-  EXPECT_TRUE(at::equal(QuantizedLinear(chunk, int4, {}), QuantizedLinearInt8Activations(chunk, int4, {})));
+  EXPECT_TRUE(at::equal(QuantizedLinear(chunk, int4, {}),
+                        Int8ActivationTilesRun() ? QuantizedLinearInt8ActivationTiles(chunk, int4, {})
+                                                 : QuantizedLinearInt8Activations(chunk, int4, {})));
   SetInt8Activations(false);
   EXPECT_TRUE(at::equal(QuantizedLinear(x, int8, {}), QuantizedLinearKernel(x, int8, {}, DetectQuantIsa())));
 }
