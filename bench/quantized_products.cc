@@ -125,9 +125,9 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
         }), runs);
       }
       // Or the AMX tiles (one part: a BF16 input is its own hi).
-      if (model::UsesInt4TilesKernel(inputs.front(), packed[s].front(), {})) {
-        ways["int4_tiles"] = MedianMilliseconds(each([&](size_t i) {
-          model::QuantizedLinearInt4Tiles(inputs[i], packed[s][i], {});
+      if (model::UsesQuantizedTilesKernel(inputs.front(), packed[s].front(), {})) {
+        ways["bf16_tiles"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearTiles(inputs[i], packed[s][i], {});
         }), runs);
       }
       // Or the BF16 prompt-chunk kernel, each task's rows unpacked where it uses them.
@@ -157,9 +157,9 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
       // Prompt chunks of 4-bit codes on AMX: the tiles kernel, against what QuantizedLinear
       // gave those chunks before it (each task's weight rows unpacked for the F32 prompt-chunk
       // kernel, or the whole weight for the few-row kernels or sgemm).
-      if (model::UsesInt4TilesKernel(f32_inputs.front(), packed[s].front(), {})) {
-        f32_ways["int4_tiles"] = MedianMilliseconds(each([&](size_t i) {
-          model::QuantizedLinearInt4Tiles(f32_inputs[i], packed[s][i], {});
+      if (model::UsesQuantizedTilesKernel(f32_inputs.front(), packed[s].front(), {})) {
+        f32_ways["bf16_tiles"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearTiles(f32_inputs[i], packed[s][i], {});
         }), runs);
         f32_ways["unpacked_quantized_linear"] = MedianMilliseconds(each([&](size_t i) {
           model::UnpackedQuantizedLinear(f32_inputs[i], packed[s][i], {});

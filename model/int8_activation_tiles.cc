@@ -7,7 +7,7 @@
 // tiles and each activation block, every pass runs the block's k-blocks as four C tiles (2
 // stripes x 2 row tiles) fed by 2 A and 2 B loads, and the four C tiles' int32 sums are scaled
 // into the outputs' float32 sums ([output][row]); at the end the sums go to y
-// (tile_output_sums.h). The layout of quantized_int4_tiles.cc, whose B tiles stay in L1 across
+// (tile_output_sums.h). The layout of quantized_tiles.cc, whose B tiles stay in L1 across
 // passes (there, streaming them from L2 cost ~3x a product).
 #include "model/int8_activation_tiles.h"
 

@@ -9,7 +9,7 @@
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
-#include "model/quantized_int4_tiles.h"
+#include "model/quantized_tiles.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
 
@@ -92,17 +92,17 @@ std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
       });
 }
 
-std::vector<at::Tensor> Int4TileProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+std::vector<at::Tensor> QuantizedTileProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                          const std::vector<at::Tensor>& biases) {
   // A plain reference to the caller's buffer (the helpers must read it, not their own).
-  Int4TileInputs& inputs = Int4TileInputsBuffer();
+  QuantizedTileInputs& inputs = QuantizedTileInputsBuffer();
   return RunPackedProducts(
       x, weights, biases,
       [&](const QuantOperands& op) {
-        ArrangeInt4TileInputs(op, x.scalar_type() == at::kBFloat16, &inputs);
+        ArrangeQuantizedTileInputs(op, x.scalar_type() == at::kBFloat16, &inputs);
       },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedChunkRowsInt4Tiles(op, inputs, n0, n1);
+        QuantizedChunkRowsTiles(op, inputs, n0, n1);
       });
 }
 
@@ -132,7 +132,7 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
     case PackedKernel::kInt8Bf16:
       return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
     case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
-    case PackedKernel::kInt4Tiles: return Int4TileProducts(x, weights, biases);
+    case PackedKernel::kQuantizedTiles: return QuantizedTileProducts(x, weights, biases);
     case PackedKernel::kInt4DigitChunks: return Int4DigitChunkProducts(x, weights, biases);
     case PackedKernel::kGeneral: return GeneralProducts(x, weights, biases, DetectQuantIsa());
     case PackedKernel::kNone: break;

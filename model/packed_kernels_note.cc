@@ -2,7 +2,7 @@
 
 #include "model/packed_bf16_kernels.h"
 #include "model/quantized_int4_digits.h"
-#include "model/quantized_int4_tiles.h"
+#include "model/quantized_tiles.h"
 #include "model/quantized_linear.h"
 
 namespace placer::model {
@@ -20,15 +20,15 @@ std::string PackedKernelsNote(loader::DType compute) {
   if (compute == loader::DType::kBF16 && PackedBf16KernelsRun()) {
     return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
            "and 8-bit ones in groups of 64s (each code a BF16 number, exact)" +
-           std::string(Int4TilesKernelRuns()
+           std::string(QuantizedTilesKernelRuns()
                            ? "; AMX tdpbf16ps for prompt chunks of up to 64 rows of 4-bit weights"
                            : "") +
            "; others: " + floats;
   }
-  // Prompt chunks of 4-bit weights on AMX CPUs (quantized_int4_tiles.h), said first: they are
+  // Prompt chunks of 4-bit weights on AMX CPUs (quantized_tiles.h), said first: they are
   // most of a prompt's time.
   const std::string tiles =
-      compute == loader::DType::kF32 && Int4TilesKernelRuns()
+      compute == loader::DType::kF32 && QuantizedTilesKernelRuns()
           ? "AMX tdpbf16ps for prompt chunks of 4-bit weights in groups of 64 or more (each "
             "input as three BF16 parts, exact products); "
           : "";

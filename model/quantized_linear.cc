@@ -15,7 +15,7 @@
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
-#include "model/quantized_int4_tiles.h"
+#include "model/quantized_tiles.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpacked_linear.h"
@@ -150,7 +150,7 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   const bool bf16_rows = x.scalar_type() == at::kBFloat16;
   if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) {
     // Prompt chunks of float32 rows: 4-bit weights in groups of 64 or more on AMX tiles
-    // (quantized_int4_tiles.h). `placer-bench-model quantized-products --threads 2` (the small
+    // (quantized_tiles.h). `placer-bench-model quantized-products --threads 2` (the small
     // preset's layers, ms per pass, an Emerald Rapids VM whose two vCPUs share one AMX unit),
     // tiles against each task's rows unpacked for the F32 prompt-chunk kernel or sgemm: groups of
     // 128 at 17 rows 18-22 vs 26-28, 32 rows 23-24 vs 39-40, 64 rows 29-39 vs 47, 128 rows 65-72
@@ -165,9 +165,9 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
     // 64 rows (same tool and runs, BF16 columns, tiles against unpack + oneDNN's GEMM): groups
     // of 128 at 17 rows 13-14 vs 22-28, 32 rows 12-16 vs 29-34, 64 rows 27-30 vs 31-48, 128 rows
     // 42-47 vs 42-44; groups of 32 at 64 rows 31-40 vs 43-45, at 128 rows 73-104 vs 33-43.
-    const bool tiles_take = bf16_rows ? rows <= kMostInt4TileBf16Rows : layout.group_size >= 64;
-    if (tiles_take && Int4TilesKernelRuns() && Int4TilesKernelApplies(layout)) {
-      return PackedKernel::kInt4Tiles;
+    const bool tiles_take = bf16_rows ? rows <= kMostQuantizedTileBf16Rows : layout.group_size >= 64;
+    if (tiles_take && QuantizedTilesKernelRuns() && QuantizedTilesKernelApplies(layout)) {
+      return PackedKernel::kQuantizedTiles;
     }
     const bool f32_prompt_chunk = isa == QuantIsa::kAvx512 && PromptChunkLinearTakes(rows);
     return !bf16_rows && !f32_prompt_chunk && Int4DigitsKernelRuns() &&
@@ -293,17 +293,17 @@ at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor&
   return RunPackedKernel(PackedKernel::kInt4DigitChunks, x, {weight}, {bias})[0];
 }
 
-bool UsesInt4TilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return Int4TilesKernelRuns() && QuantizedLinearApplies(x, weight, bias) &&
-         Int4TilesKernelApplies(*loader::PackedLayoutOf(weight));
+bool UsesQuantizedTilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return QuantizedTilesKernelRuns() && QuantizedLinearApplies(x, weight, bias) &&
+         QuantizedTilesKernelApplies(*loader::PackedLayoutOf(weight));
 }
 
-at::Tensor QuantizedLinearInt4Tiles(const at::Tensor& x, const at::Tensor& weight,
+at::Tensor QuantizedLinearTiles(const at::Tensor& x, const at::Tensor& weight,
                                     const at::Tensor& bias) {
-  TORCH_CHECK(UsesInt4TilesKernel(x, weight, bias),
-              "QuantizedLinearInt4Tiles: float32 or BF16 rows, a packed 4-bit host weight, a CPU "
+  TORCH_CHECK(UsesQuantizedTilesKernel(x, weight, bias),
+              "QuantizedLinearTiles: float32 or BF16 rows, a packed 4-bit host weight, a CPU "
               "with AMX tiles");
-  return RunPackedKernel(PackedKernel::kInt4Tiles, x, {weight}, {bias})[0];
+  return RunPackedKernel(PackedKernel::kQuantizedTiles, x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

@@ -1,5 +1,5 @@
 // A 16 x 16 transpose of 32-bit values in AVX-512 registers, for the kernels that turn rows
-// into columns (column_blocks.cc: a prompt chunk's inputs; quantized_int4_tiles.cc: inputs into
+// into columns (column_blocks.cc: a prompt chunk's inputs; quantized_tiles.cc: inputs into
 // B tiles and the tiles' sums back into rows).
 #pragma once
 

@@ -102,10 +102,10 @@ TEST_F(Int4DigitChunks, QuantizedLinearSendsFloat32PromptChunksOfGroupsOf128sHer
   const int64_t most = QuantizedLinearMaxRows(DetectQuantIsa(), layout, at::kFloat);
   for (int64_t rows : {most + 1, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{129}}) {
     const at::Tensor x = SeededRandn({rows, 256}, 42);
-    // On AMX CPUs every such chunk goes to the tiles (quantized_int4_tiles_test.cc); elsewhere
+    // On AMX CPUs every such chunk goes to the tiles (quantized_tiles_test.cc); elsewhere
     // chunks the F32 prompt-chunk kernel takes go there, their weight rows unpacked.
-    const at::Tensor expected = UsesInt4TilesKernel(x, packed, at::Tensor())
-                                    ? QuantizedLinearInt4Tiles(x, packed, at::Tensor())
+    const at::Tensor expected = UsesQuantizedTilesKernel(x, packed, at::Tensor())
+                                    ? QuantizedLinearTiles(x, packed, at::Tensor())
                                 : PromptChunkLinearTakes(rows)
                                     ? UnpackedQuantizedLinear(x, packed, at::Tensor())
                                     : QuantizedLinearInt4DigitChunks(x, packed, at::Tensor());

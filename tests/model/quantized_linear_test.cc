@@ -195,9 +195,9 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
       const at::Tensor beyond = SeededRandn({max_rows + 1, 256}, 9).to(compute);
       const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
       EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()),
-                            UsesInt4TilesKernel(beyond, packed, at::Tensor()) &&
+                            UsesQuantizedTilesKernel(beyond, packed, at::Tensor()) &&
                                     (compute == at::kBFloat16 || group >= 64)
-                                ? QuantizedLinearInt4Tiles(beyond, packed, at::Tensor())
+                                ? QuantizedLinearTiles(beyond, packed, at::Tensor())
                             : UsesInt4DigitsKernel(beyond, packed, at::Tensor())
                                 ? QuantizedLinearInt4DigitChunks(beyond, packed, at::Tensor())
                                 : Linear(beyond, dense)));

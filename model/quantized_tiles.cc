@@ -1,4 +1,4 @@
-// The AMX prompt-chunk kernel for 4-bit weights (quantized_int4_tiles.h says what it promises).
+// The AMX prompt-chunk kernel for 4-bit weights (quantized_tiles.h says what it promises).
 //
 // A call's outputs go up to 128 at a time: their codes are unpacked for the whole input into a
 // per-thread buffer (A tiles, 32 outputs a pass), then for each pair of row tiles and each group,
@@ -9,7 +9,7 @@
 // the operands in tiles, 30-46 loading them from L1 or L2, 52-77 beyond). At the end of each
 // group the C tiles are stored and scaled into the outputs' float32 sums ([output][row]) by
 // the group's s and m; at the end the sums go to y (tile_output_sums.h).
-#include "model/quantized_int4_tiles.h"
+#include "model/quantized_tiles.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
 #pragma GCC diagnostic push
@@ -114,7 +114,7 @@ __attribute__((target("avx2,avx512f,avx512bw"))) int64_t UnpackOutputs(const Qua
 // row tiles 0, 1; stripe 1 x row tiles 0, 1), 4-5 a pass's stripes' codes, 6-7 the row tiles'
 // parts.
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
-    const QuantOperands& op, const Int4TileInputs& inputs, int64_t passes, Scratch& scratch) {
+    const QuantOperands& op, const QuantizedTileInputs& inputs, int64_t passes, Scratch& scratch) {
   const int64_t k_blocks = op.in / kKBlock, runs_per_group = op.group_size / kKBlock;
   const int64_t columns = inputs.row_tiles * kTileRows;
   const int64_t parts = inputs.parts, row_tile_ints = k_blocks * parts * kPairInts;
@@ -184,7 +184,7 @@ __attribute__((target("avx512f"), always_inline)) inline void SplitIntoParts(__m
 // 16 pairs a row of [16 rows][16 pairs], transposed into the tile's [16 pairs][16 rows]. Rows
 // past op.rows (the last tile's, and a padding tile's) are zeros.
 __attribute__((target("avx512f,avx512bw"))) void SplitRows(const QuantOperands& op,
-                                                           Int4TileInputs* inputs) {
+                                                           QuantizedTileInputs* inputs) {
   const int64_t k_blocks = op.in / kKBlock;
   // Word i of the result: the upper half of float i of the two vectors (inputs 0-15, 16-31).
   alignas(64) uint16_t upper_halves[32];
@@ -222,9 +222,9 @@ __attribute__((target("avx512f,avx512bw"))) void SplitRows(const QuantOperands& 
 
 }  // namespace
 
-bool Int4TilesKernelRuns() {
+bool QuantizedTilesKernelRuns() {
   static const bool runs = [] {
-    const char* choice = std::getenv("PLACER_INT4_TILES");
+    const char* choice = std::getenv("PLACER_QUANTIZED_TILES");
     if (choice != nullptr && std::strcmp(choice, "0") == 0) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -233,18 +233,18 @@ bool Int4TilesKernelRuns() {
   return runs;
 }
 
-bool Int4TilesKernelApplies(const loader::PackedLayout& layout) {
+bool QuantizedTilesKernelApplies(const loader::PackedLayout& layout) {
   return layout.bits == 4 && layout.group_size % kKBlock == 0 && layout.in % kKBlock == 0;
 }
 
-Int4TileInputs& Int4TileInputsBuffer() {
-  thread_local Int4TileInputs inputs;
+QuantizedTileInputs& QuantizedTileInputsBuffer() {
+  thread_local QuantizedTileInputs inputs;
   constexpr size_t kKeptInts = size_t{1} << 20;
-  if (inputs.pairs.capacity() > kKeptInts) inputs = Int4TileInputs();
+  if (inputs.pairs.capacity() > kKeptInts) inputs = QuantizedTileInputs();
   return inputs;
 }
 
-void ArrangeInt4TileInputs(const QuantOperands& op, bool bf16_rows, Int4TileInputs* inputs) {
+void ArrangeQuantizedTileInputs(const QuantOperands& op, bool bf16_rows, QuantizedTileInputs* inputs) {
   const int64_t k_blocks = op.in / kKBlock;
   inputs->parts = bf16_rows ? 1 : kParts;
   int64_t row_tiles = (op.rows + kTileRows - 1) / kTileRows;
@@ -261,7 +261,7 @@ void ArrangeInt4TileInputs(const QuantOperands& op, bool bf16_rows, Int4TileInpu
   SplitRows(op, inputs);
 }
 
-void QuantizedChunkRowsInt4Tiles(const QuantOperands& op, const Int4TileInputs& inputs, int64_t n0,
+void QuantizedChunkRowsTiles(const QuantOperands& op, const QuantizedTileInputs& inputs, int64_t n0,
                                  int64_t n1) {
   thread_local Scratch scratch;
   ConfigureSquareTiles();

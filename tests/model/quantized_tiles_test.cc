@@ -5,7 +5,7 @@
 // pairs), bias or none; each row bit-identical alone, in any chunk and at either thread count;
 // outliers, tiny and zero blocks, inputs that need all three parts; non-finite inputs spoiling
 // only their row; what QuantizedLinear sends here, and what it does not.
-#include "model/quantized_int4_tiles.h"
+#include "model/quantized_tiles.h"
 
 #include <gtest/gtest.h>
 
@@ -63,16 +63,16 @@ void ExpectNearFloat64(const at::Tensor& y, const at::Tensor& x, const at::Tenso
       << "worst error " << (error - allowed).max().item<double>() << " beyond the tolerance";
 }
 
-class Int4Tiles : public testing::Test {
+class QuantizedTiles : public testing::Test {
  protected:
   void SetUp() override {
-    if (!Int4TilesKernelRuns()) {
-      GTEST_SKIP() << "this CPU has no AMX tiles (or PLACER_INT4_TILES=0)";
+    if (!QuantizedTilesKernelRuns()) {
+      GTEST_SKIP() << "this CPU has no AMX tiles (or PLACER_QUANTIZED_TILES=0)";
     }
   }
 };
 
-TEST_F(Int4Tiles, ProductsMatchAFloat64Reference) {
+TEST_F(QuantizedTiles, ProductsMatchAFloat64Reference) {
   struct Shape {
     int64_t out, in, group;
   };
@@ -90,7 +90,7 @@ TEST_F(Int4Tiles, ProductsMatchAFloat64Reference) {
                                         << shape.group << " rows " << rows << " bias " << with_bias);
         const at::Tensor x = SeededRandn({rows, shape.in}, ++seed);
         const at::Tensor bias = with_bias ? SeededRandn({shape.out}, ++seed) : at::Tensor();
-        const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, bias);
+        const at::Tensor y = QuantizedLinearTiles(x, packed, bias);
         ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
         ASSERT_EQ(y.scalar_type(), at::kFloat);
         ExpectNearFloat64(y, x, packed, bias);
@@ -99,7 +99,7 @@ TEST_F(Int4Tiles, ProductsMatchAFloat64Reference) {
   }
 }
 
-TEST_F(Int4Tiles, EveryInputBitCounts) {
+TEST_F(QuantizedTiles, EveryInputBitCounts) {
   // Output n's weight is one code 1 at input n (scale 1, offset 0), so each output is exactly
   // its input: every partial sum of hi, mid and lo is a float32. The inputs use all 24
   // significant bits; a kernel that dropped lo, or mid and lo, would be off by up to 2^-16 or
@@ -133,49 +133,49 @@ TEST_F(Int4Tiles, EveryInputBitCounts) {
       x.index_put_({r, k}, k % 2 == 0 ? value : -value);
     }
   }
-  const at::Tensor y = QuantizedLinearInt4Tiles(x, *packed, at::Tensor());
+  const at::Tensor y = QuantizedLinearTiles(x, *packed, at::Tensor());
   EXPECT_TRUE(at::equal(y, x)) << "worst " << (y - x).abs().max().item<float>();
 }
 
-TEST_F(Int4Tiles, ARowIsTheSameAloneInAnyChunkAndAtEitherThreadCount) {
+TEST_F(QuantizedTiles, ARowIsTheSameAloneInAnyChunkAndAtEitherThreadCount) {
   // 67 outputs: two passes of 32 and a tail of 3, two tasks over two threads.
   const at::Tensor packed = Pack(67, 512, 128, 21);
   const at::Tensor bias = SeededRandn({67}, 22);
   ExpectEachRowTheSameAloneInAnyChunkAndAtEitherThreadCount(
-      [&](const at::Tensor& rows) { return QuantizedLinearInt4Tiles(rows, packed, bias); },
+      [&](const at::Tensor& rows) { return QuantizedLinearTiles(rows, packed, bias); },
       SeededRandn({70, 512}, 23));
 }
 
-TEST_F(Int4Tiles, OutliersAndTinyBlocksStayWithinTheBound) {
+TEST_F(QuantizedTiles, OutliersAndTinyBlocksStayWithinTheBound) {
   const at::Tensor packed = Pack(40, 512, 128, 5);
   at::Tensor x = SeededRandn({40, 512}, 6);
   x.index_put_({0, 7}, 1000.0f);
   x.index_put_({21, 300}, -2500.0f);
   x.narrow(1, 128, 128).mul_(1e-30);
   x.narrow(1, 384, 128).zero_();
-  const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, at::Tensor());
+  const at::Tensor y = QuantizedLinearTiles(x, packed, at::Tensor());
   ExpectNearFloat64(y, x, packed, at::Tensor(), /*header_bound=*/true);
   EXPECT_TRUE(at::all(at::isfinite(y)).item<bool>());
   // A chunk of only tiny inputs: the float kernels' tolerance.
   const at::Tensor tiny = SeededRandn({20, 512}, 7) * 1e-30;
-  ExpectNearFloat64(QuantizedLinearInt4Tiles(tiny, packed, at::Tensor()), tiny, packed,
+  ExpectNearFloat64(QuantizedLinearTiles(tiny, packed, at::Tensor()), tiny, packed,
                     at::Tensor());
 }
 
-TEST_F(Int4Tiles, ANonFiniteInputMakesOnlyItsRowNan) {
+TEST_F(QuantizedTiles, ANonFiniteInputMakesOnlyItsRowNan) {
   const at::Tensor packed = Pack(20, 256, 128, 31);
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     at::Tensor x = SeededRandn({33, 256}, 32);
     x.index_put_({17, 140}, bad);
-    const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, at::Tensor());
+    const at::Tensor y = QuantizedLinearTiles(x, packed, at::Tensor());
     EXPECT_TRUE(at::all(at::isnan(y[17])).item<bool>()) << bad;
     const at::Tensor others = at::cat({y.narrow(0, 0, 17), y.narrow(0, 18, 15)});
     EXPECT_TRUE(at::all(at::isfinite(others)).item<bool>()) << bad;
   }
 }
 
-TEST_F(Int4Tiles, QuantizedLinearSendsFloat32PromptChunksOf4BitWeightsHere) {
+TEST_F(QuantizedTiles, QuantizedLinearSendsFloat32PromptChunksOf4BitWeightsHere) {
   for (int64_t group : {32, 64, 128, 256}) {
     const at::Tensor packed = Pack(48, 256, group, 41);
     const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
@@ -185,7 +185,7 @@ TEST_F(Int4Tiles, QuantizedLinearSendsFloat32PromptChunksOf4BitWeightsHere) {
       const at::Tensor x = SeededRandn({rows, 256}, 42);
       // Groups of 32 (a flush every 12 tdpbf16ps) stay with the kernels they had.
       EXPECT_EQ(at::equal(QuantizedLinear(x, packed, at::Tensor()),
-                          QuantizedLinearInt4Tiles(x, packed, at::Tensor())),
+                          QuantizedLinearTiles(x, packed, at::Tensor())),
                 group >= 64)
           << rows << " rows, groups of " << group;
     }
@@ -196,17 +196,17 @@ TEST_F(Int4Tiles, QuantizedLinearSendsFloat32PromptChunksOf4BitWeightsHere) {
                             QuantizedLinearInt4Digits(few, packed, at::Tensor())));
     }
     EXPECT_FALSE(at::equal(QuantizedLinear(few, packed, at::Tensor()),
-                           QuantizedLinearInt4Tiles(few, packed, at::Tensor())));
+                           QuantizedLinearTiles(few, packed, at::Tensor())));
   }
   // 8-bit weights: not this kernel (its entry refuses them).
   const at::Tensor chunk = SeededRandn({64, 256}, 44);
   absl::StatusOr<at::Tensor> int8 = loader::QuantizeLinearWeight(
       SeededRandn({48, 256}, 46), loader::PackedLayout{8, 48, 256, 128}, "w");
   ASSERT_TRUE(int8.ok());
-  EXPECT_THROW(QuantizedLinearInt4Tiles(chunk, *int8, at::Tensor()), c10::Error);
+  EXPECT_THROW(QuantizedLinearTiles(chunk, *int8, at::Tensor()), c10::Error);
 }
 
-TEST_F(Int4Tiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
+TEST_F(QuantizedTiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
   // A BF16 input is its own hi: one tdpbf16ps per 32 inputs, then one rounding to BF16. Within
   // a BF16 rounding of the float64 product (plus the float kernels' tolerance), for groups of
   // 32, 128 and whole rows, 1-100 rows.
@@ -222,7 +222,7 @@ TEST_F(Int4Tiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
         const at::Tensor x = SeededRandn({rows, in}, ++seed).to(at::kBFloat16);
         const at::Tensor bias =
             with_bias ? SeededRandn({out}, ++seed).to(at::kBFloat16) : at::Tensor();
-        const at::Tensor y = QuantizedLinearInt4Tiles(x, packed, bias);
+        const at::Tensor y = QuantizedLinearTiles(x, packed, bias);
         ASSERT_EQ(y.scalar_type(), at::kBFloat16);
         at::Tensor reference = at::matmul(x.to(at::kDouble), w64.t());
         if (with_bias) reference = reference + bias.to(at::kDouble);
@@ -234,7 +234,7 @@ TEST_F(Int4Tiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
         // The float32 sums before the rounding are the three-part kernel's on the same inputs
         // widened (mid and lo are zero): the same bits after one rounding to BF16.
         EXPECT_TRUE(at::equal(
-            y, QuantizedLinearInt4Tiles(x.to(at::kFloat), packed,
+            y, QuantizedLinearTiles(x.to(at::kFloat), packed,
                                         with_bias ? bias.to(at::kFloat) : at::Tensor())
                    .to(at::kBFloat16)));
       }
@@ -244,16 +244,16 @@ TEST_F(Int4Tiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
   const at::Tensor packed = Pack(48, 256, 128, 47);
   const int64_t most =
       QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16);
-  for (int64_t rows : {most + 1, kMostInt4TileBf16Rows, kMostInt4TileBf16Rows + 1}) {
+  for (int64_t rows : {most + 1, kMostQuantizedTileBf16Rows, kMostQuantizedTileBf16Rows + 1}) {
     const at::Tensor x = SeededRandn({rows, 256}, 48).to(at::kBFloat16);
     EXPECT_EQ(at::equal(QuantizedLinear(x, packed, at::Tensor()),
-                        QuantizedLinearInt4Tiles(x, packed, at::Tensor())),
-              rows <= kMostInt4TileBf16Rows)
+                        QuantizedLinearTiles(x, packed, at::Tensor())),
+              rows <= kMostQuantizedTileBf16Rows)
         << rows << " BF16 rows";
   }
 }
 
-TEST_F(Int4Tiles, TheStartLogNoteNamesItForF32AndBf16Rows) {
+TEST_F(QuantizedTiles, TheStartLogNoteNamesItForF32AndBf16Rows) {
   const std::string f32 = PackedKernelsNote(loader::DType::kF32);
   EXPECT_EQ(f32.rfind("packed kernels (F32 rows): AMX tdpbf16ps for prompt chunks of 4-bit weights", 0),
             0u)

@@ -42,36 +42,36 @@ namespace placer::model {
 
 // BF16 rows up to which QuantizedLinear gives prompt chunks to this kernel (one part per input);
 // longer BF16 chunks unpack the weight for oneDNN's GEMM, which reuses it across more rows.
-inline constexpr int64_t kMostInt4TileBf16Rows = 64;
+inline constexpr int64_t kMostQuantizedTileBf16Rows = 64;
 
 // AMX tiles usable (amx_tiles.h) and AVX-512 F/BW (the unpacking and the inputs' split), and
-// PLACER_INT4_TILES is not "0" (for measuring the chunk kernels this one replaced).
-bool Int4TilesKernelRuns();
+// PLACER_QUANTIZED_TILES is not "0" (for measuring the chunk kernels this one replaced).
+bool QuantizedTilesKernelRuns();
 
 // 4-bit weights (groups of any multiple of 32 inputs, as every 4-bit layout has).
-bool Int4TilesKernelApplies(const loader::PackedLayout& layout);
+bool QuantizedTilesKernelApplies(const loader::PackedLayout& layout);
 
 // The chunk's inputs in the tiles' order: rows in tiles of 16 (an even number of tiles, zeros
 // past the last row), each row tile's k-blocks of 32 inputs, each block's three parts as a B tile
 // ([16 pairs of inputs][16 rows], each pair two BF16 values); each row tile's group sums
 // [groups][16].
-struct Int4TileInputs {
+struct QuantizedTileInputs {
   std::vector<uint32_t> pairs;       // [row_tiles, in / 32, parts, 16, 16]
   std::vector<float> group_sums;     // [row_tiles, groups, 16]
   int64_t row_tiles = 0;
   int64_t parts = 3;                 // hi, mid, lo; 1 for BF16 rows (their own hi)
 };
 
-// Every row of op.x arranged for QuantizedChunkRowsInt4Tiles: three parts, or with `bf16_rows`
-// (op.x widened from BF16, so each input is one BF16 number) one. Requires Int4TilesKernelRuns
-// and a layout Int4TilesKernelApplies to.
-void ArrangeInt4TileInputs(const QuantOperands& op, bool bf16_rows, Int4TileInputs* inputs);
+// Every row of op.x arranged for QuantizedChunkRowsTiles: three parts, or with `bf16_rows`
+// (op.x widened from BF16, so each input is one BF16 number) one. Requires QuantizedTilesKernelRuns
+// and a layout QuantizedTilesKernelApplies to.
+void ArrangeQuantizedTileInputs(const QuantOperands& op, bool bf16_rows, QuantizedTileInputs* inputs);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `inputs`).
-void QuantizedChunkRowsInt4Tiles(const QuantOperands& op, const Int4TileInputs& inputs, int64_t n0,
+void QuantizedChunkRowsTiles(const QuantOperands& op, const QuantizedTileInputs& inputs, int64_t n0,
                                  int64_t n1);
 
 // This thread's arranged inputs, reused by its next call; a long prompt's are given back.
-Int4TileInputs& Int4TileInputsBuffer();
+QuantizedTileInputs& QuantizedTileInputsBuffer();
 
 }  // namespace placer::model
