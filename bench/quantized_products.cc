@@ -154,9 +154,9 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
         model::UnpackQuantizedWeight(packed[s][i], at::kFloat, isas.front(), scratch);
         model::Linear(f32_inputs[i], scratch);
       }), runs);
-      // Prompt chunks of 4-bit codes on AMX: the tiles kernel, against what QuantizedLinear
-      // gave those chunks before it (each task's weight rows unpacked for the F32 prompt-chunk
-      // kernel, or the whole weight for the few-row kernels or sgemm).
+      // Prompt chunks of 4-bit and 8-bit codes on AMX: the tiles kernel, against what
+      // QuantizedLinear gave those chunks before it (each task's weight rows unpacked for the F32
+      // prompt-chunk kernel, or the whole weight for the few-row kernels or sgemm).
       if (model::UsesQuantizedTilesKernel(f32_inputs.front(), packed[s].front(), {})) {
         f32_ways["bf16_tiles"] = MedianMilliseconds(each([&](size_t i) {
           model::QuantizedLinearTiles(f32_inputs[i], packed[s][i], {});

@@ -21,16 +21,16 @@ std::string PackedKernelsNote(loader::DType compute) {
     return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
            "and 8-bit ones in groups of 64s (each code a BF16 number, exact)" +
            std::string(QuantizedTilesKernelRuns()
-                           ? "; AMX tdpbf16ps for prompt chunks of up to 64 rows of 4-bit weights"
+                           ? "; AMX tdpbf16ps for prompt chunks of up to 64 rows of 4-bit and 8-bit weights"
                            : "") +
            "; others: " + floats;
   }
-  // Prompt chunks of 4-bit weights on AMX CPUs (quantized_tiles.h), said first: they are
+  // Prompt chunks of packed weights on AMX CPUs (quantized_tiles.h), said first: they are
   // most of a prompt's time.
   const std::string tiles =
       compute == loader::DType::kF32 && QuantizedTilesKernelRuns()
-          ? "AMX tdpbf16ps for prompt chunks of 4-bit weights in groups of 64 or more (each "
-            "input as three BF16 parts, exact products); "
+          ? "AMX tdpbf16ps for prompt chunks of 4-bit and 8-bit weights in groups of 64 or more "
+            "(each input as three BF16 parts, exact products); "
           : "";
   if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
     return "packed kernels (F32 rows): " + tiles +

@@ -149,8 +149,8 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   const QuantIsa isa = DetectQuantIsa();
   const bool bf16_rows = x.scalar_type() == at::kBFloat16;
   if (rows > QuantizedLinearMaxRows(isa, layout, x.scalar_type())) {
-    // Prompt chunks of float32 rows: 4-bit weights in groups of 64 or more on AMX tiles
-    // (quantized_tiles.h). `placer-bench-model quantized-products --threads 2` (the small
+    // Prompt chunks of float32 rows: 4-bit and 8-bit weights in groups of 64 or more on AMX
+    // tiles (quantized_tiles.h). `placer-bench-model quantized-products --threads 2` (the small
     // preset's layers, ms per pass, an Emerald Rapids VM whose two vCPUs share one AMX unit),
     // tiles against each task's rows unpacked for the F32 prompt-chunk kernel or sgemm: groups of
     // 128 at 17 rows 18-22 vs 26-28, 32 rows 23-24 vs 39-40, 64 rows 29-39 vs 47, 128 rows 65-72
@@ -165,6 +165,10 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
     // 64 rows (same tool and runs, BF16 columns, tiles against unpack + oneDNN's GEMM): groups
     // of 128 at 17 rows 13-14 vs 22-28, 32 rows 12-16 vs 29-34, 64 rows 27-30 vs 31-48, 128 rows
     // 42-47 vs 42-44; groups of 32 at 64 rows 31-40 vs 43-45, at 128 rows 73-104 vs 33-43.
+    // 8-bit weights take the same tiles (codes widened to BF16, exact) where they meet the same
+    // rule (same tool, --schemes int8, one scale per row; a noisy spell of the host): F32 rows
+    // at 32 rows 32 vs 48 unpacking each task's rows, 64 rows 52 vs 56, 128 rows 98 vs 115;
+    // BF16 rows at 17 rows 22 vs 34 unpack + GEMM, 32 rows 35 vs 49, 64 rows 34 vs 62.
     const bool tiles_take = bf16_rows ? rows <= kMostQuantizedTileBf16Rows : layout.group_size >= 64;
     if (tiles_take && QuantizedTilesKernelRuns() && QuantizedTilesKernelApplies(layout)) {
       return PackedKernel::kQuantizedTiles;
@@ -299,10 +303,10 @@ bool UsesQuantizedTilesKernel(const at::Tensor& x, const at::Tensor& weight, con
 }
 
 at::Tensor QuantizedLinearTiles(const at::Tensor& x, const at::Tensor& weight,
-                                    const at::Tensor& bias) {
+                                const at::Tensor& bias) {
   TORCH_CHECK(UsesQuantizedTilesKernel(x, weight, bias),
-              "QuantizedLinearTiles: float32 or BF16 rows, a packed 4-bit host weight, a CPU "
-              "with AMX tiles");
+              "QuantizedLinearTiles: float32 or BF16 rows, a packed 4-bit or 8-bit host weight in "
+              "groups of 32s, a CPU with AMX tiles");
   return RunPackedKernel(PackedKernel::kQuantizedTiles, x, {weight}, {bias})[0];
 }
 

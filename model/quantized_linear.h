@@ -100,14 +100,15 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
 // requires it.
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias);
-// Float32 or BF16 rows times 4-bit weights on AMX tiles (quantized_tiles.h): codes and the
-// three BF16 parts of each float32 input (one for a BF16 input) multiplied by tdpbf16ps, for any
-// number of rows (batch invariant). QuantizedLinear takes it past QuantizedLinearMaxRows (prompt
-// chunks) wherever UsesQuantizedTilesKernel: float32 rows of groups of 64 or more inputs, BF16 rows up
-// to kMostQuantizedTileBf16Rows; QuantizedLinearTiles, for any rows and groups, requires it.
+// Float32 or BF16 rows times 4-bit or 8-bit weights on AMX tiles (quantized_tiles.h): codes and
+// the three BF16 parts of each float32 input (one for a BF16 input) multiplied by tdpbf16ps, for
+// any number of rows (batch invariant). QuantizedLinear takes it past QuantizedLinearMaxRows
+// (prompt chunks) wherever UsesQuantizedTilesKernel: float32 rows of groups of 64 or more
+// inputs, BF16 rows up to kMostQuantizedTileBf16Rows; QuantizedLinearTiles, for any rows and
+// groups, requires it.
 bool UsesQuantizedTilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor QuantizedLinearTiles(const at::Tensor& x, const at::Tensor& weight,
-                                    const at::Tensor& bias);
+                                const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8Bf16Kernel's or

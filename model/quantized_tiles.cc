@@ -1,14 +1,16 @@
-// The AMX prompt-chunk kernel for 4-bit weights (quantized_tiles.h says what it promises).
+// The AMX prompt-chunk kernel for 4-bit and 8-bit weights (quantized_tiles.h says what it
+// promises).
 //
 // A call's outputs go up to 128 at a time: their codes are unpacked for the whole input into a
-// per-thread buffer (A tiles, 32 outputs a pass), then for each pair of row tiles and each group,
-// every pass of 32 outputs runs the group's k-blocks as four C tiles (2 stripes x 2 row tiles)
-// fed by 2 A and, per part, 2 B loads: 12 tdpbf16ps per 8 tile loads, the group's B tiles
-// (24 KiB for groups of 128) read from L1 by every pass after the first. Streaming each pass's
+// per-thread buffer (A tiles, 32 outputs a pass), then for each pair of row tiles and each span
+// (a group, or 128 inputs of a group of 128s), every pass of 32 outputs runs the span's k-blocks
+// as four C tiles (2 stripes x 2 row tiles) fed by 2 A and, per part, 2 B loads: 12 tdpbf16ps
+// per 8 tile loads, the span's B tiles (24 KiB for 128 inputs) read from L1 by every pass after
+// the first. Streaming each pass's
 // B tiles from L2 instead ran at ~83 cycles a tdpbf16ps on an Emerald Rapids VM (~18-28 with
 // the operands in tiles, 30-46 loading them from L1 or L2, 52-77 beyond). At the end of each
-// group the C tiles are stored and scaled into the outputs' float32 sums ([output][row]) by
-// the group's s and m; at the end the sums go to y (tile_output_sums.h).
+// span the C tiles are stored and scaled into the outputs' float32 sums ([output][row]) by the
+// group's s (and m at the group's end); at the end the sums go to y (tile_output_sums.h).
 #include "model/quantized_tiles.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
@@ -54,7 +56,7 @@ float HeaderFloat(const uint8_t* p) {
 
 // 16 payload bytes (32 codes: byte j holds input j in its low nibble, input 16 + j in its high
 // one) to 32 BF16 values in input order.
-__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void UnpackRun(
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void UnpackRun4(
     const uint8_t* payload, uint16_t* to) {
   const __m512i table = _mm512_load_si512(kCodeValues);
   const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004,
@@ -63,6 +65,34 @@ __attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void Unpa
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(payload)));
   const __m512i codes = _mm512_srlv_epi16(_mm512_cvtepu8_epi16(twice), shifts);
   _mm512_storeu_si512(to, _mm512_permutexvar_epi16(codes, table));
+}
+
+// Word i: the upper half of float i of two vectors (floats 0-15 of the first, 16-31 of the
+// second), for _mm512_permutex2var_epi16.
+__attribute__((target("avx512f"), always_inline)) inline __m512i UpperHalves() {
+  alignas(64) static constexpr uint16_t kUpperHalves[32] = {
+      1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+      33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_load_si512(kUpperHalves);
+}
+
+// 32 int8 codes to 32 BF16 values: each code is a float32 with at most 8 significant bits, so
+// its upper half is the same number in BF16.
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void UnpackRun8(
+    const uint8_t* payload, uint16_t* to) {
+  const __m512 first = _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(payload))));
+  const __m512 second = _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(payload + 16))));
+  _mm512_storeu_si512(to, _mm512_permutex2var_epi16(_mm512_castps_si512(first), UpperHalves(),
+                                                    _mm512_castps_si512(second)));
+}
+
+// k-blocks per span: a span is the inputs whose tile sums are added into the outputs' float32
+// sums at once; 128 inputs where the group is a multiple of 128 (a whole-row group of an 8-bit
+// weight would otherwise add thousands of products into one float32), else the group.
+int64_t KBlocksPerSpan(const QuantOperands& op) {
+  return (op.group_size % 128 == 0 ? 128 : op.group_size) / kKBlock;
 }
 
 struct Scratch {
@@ -102,8 +132,12 @@ __attribute__((target("avx2,avx512f,avx512bw"))) int64_t UnpackOutputs(const Qua
       offsets[g] = HeaderFloat(block + 4);
       for (int64_t run = 0; run < runs_per_group; ++run) {
         const int64_t kb = g * runs_per_group + run;
-        UnpackRun(block + kPackedBlockHeaderBytes + run * kKBlock / 2,
-                  rows_of_o + kb * 2 * kATileWords);
+        const uint8_t* payload = block + kPackedBlockHeaderBytes + run * kKBlock * op.bits / 8;
+        if (op.bits == 4) {
+          UnpackRun4(payload, rows_of_o + kb * 2 * kATileWords);
+        } else {
+          UnpackRun8(payload, rows_of_o + kb * 2 * kATileWords);
+        }
       }
     }
   }
@@ -116,6 +150,7 @@ __attribute__((target("avx2,avx512f,avx512bw"))) int64_t UnpackOutputs(const Qua
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
     const QuantOperands& op, const QuantizedTileInputs& inputs, int64_t passes, Scratch& scratch) {
   const int64_t k_blocks = op.in / kKBlock, runs_per_group = op.group_size / kKBlock;
+  const int64_t runs_per_span = KBlocksPerSpan(op);
   const int64_t columns = inputs.row_tiles * kTileRows;
   const int64_t parts = inputs.parts, row_tile_ints = k_blocks * parts * kPairInts;
   scratch.sums.resize(static_cast<size_t>(passes * kPairOutputs * columns));
@@ -123,13 +158,15 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
   for (int64_t rt = 0; rt < inputs.row_tiles; rt += 2) {
     const uint32_t* b0 = inputs.pairs.data() + rt * row_tile_ints;
     const uint32_t* b1 = b0 + row_tile_ints;
-    for (int64_t g = 0; g < op.groups; ++g) {
+    for (int64_t span_start = 0; span_start < k_blocks; span_start += runs_per_span) {
+      const int64_t g = span_start / runs_per_group;
+      const bool group_ends = (span_start + runs_per_span) % runs_per_group == 0;
       for (int64_t pass = 0; pass < passes; ++pass) {
         _tile_zero(0);
         _tile_zero(1);
         _tile_zero(2);
         _tile_zero(3);
-        for (int64_t kb = g * runs_per_group; kb < (g + 1) * runs_per_group; ++kb) {
+        for (int64_t kb = span_start; kb < span_start + runs_per_span; ++kb) {
           const uint16_t* a = scratch.a.data() + (pass * k_blocks + kb) * 2 * kATileWords;
           _tile_loadd(4, a, 64);
           _tile_loadd(5, a + kATileWords, 64);
@@ -155,10 +192,12 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void MultiplyOutputs(
             const int64_t o = pass * kPairOutputs + stripe * kStripe + m;
             float* acc = scratch.sums.data() + o * columns + row_tile * kTileRows;
             const size_t block = static_cast<size_t>(o * op.groups + g);
-            __m512 sum = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc);
+            __m512 sum = span_start == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc);
             sum = _mm512_fmadd_ps(_mm512_set1_ps(scratch.scales[block]),
                                   _mm512_load_ps(tile_sums[t][m]), sum);
-            sum = _mm512_fmadd_ps(_mm512_set1_ps(scratch.offsets[block]), group_sums, sum);
+            if (group_ends) {
+              sum = _mm512_fmadd_ps(_mm512_set1_ps(scratch.offsets[block]), group_sums, sum);
+            }
             _mm512_storeu_ps(acc, sum);
           }
         }
@@ -186,10 +225,7 @@ __attribute__((target("avx512f"), always_inline)) inline void SplitIntoParts(__m
 __attribute__((target("avx512f,avx512bw"))) void SplitRows(const QuantOperands& op,
                                                            QuantizedTileInputs* inputs) {
   const int64_t k_blocks = op.in / kKBlock;
-  // Word i of the result: the upper half of float i of the two vectors (inputs 0-15, 16-31).
-  alignas(64) uint16_t upper_halves[32];
-  for (int i = 0; i < 32; ++i) upper_halves[i] = static_cast<uint16_t>(2 * i + 1);
-  const __m512i pick = _mm512_load_si512(upper_halves);
+  const __m512i pick = UpperHalves();  // inputs 0-15 from the first vector, 16-31 the second
   const int64_t parts = inputs->parts;
   for (int64_t t = 0; t < inputs->row_tiles; ++t) {
     const int64_t valid = std::clamp<int64_t>(op.rows - t * kTileRows, 0, kTileRows);
@@ -234,7 +270,8 @@ bool QuantizedTilesKernelRuns() {
 }
 
 bool QuantizedTilesKernelApplies(const loader::PackedLayout& layout) {
-  return layout.bits == 4 && layout.group_size % kKBlock == 0 && layout.in % kKBlock == 0;
+  return (layout.bits == 4 || layout.bits == 8) && layout.group_size % kKBlock == 0 &&
+         layout.in % kKBlock == 0;
 }
 
 QuantizedTileInputs& QuantizedTileInputsBuffer() {
