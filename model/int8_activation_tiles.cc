@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "model/amx_tiles.h"
+#include "model/packed_block_header.h"
 #include "model/register_transpose.h"
 #include "model/tile_output_sums.h"
 
@@ -36,12 +37,6 @@ constexpr int64_t kKBlock = 64;                     // inputs per tile product
 constexpr int64_t kTileBytes = 16 * 64;             // every tile: 16 rows of 64 bytes
 constexpr int64_t kPairOutputs = 2 * kStripe;       // outputs per pass
 constexpr int64_t kMostOutputs = 4 * kPairOutputs;  // outputs laid out at once
-
-float HeaderFloat(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 struct Scratch {
   std::vector<uint8_t> a;              // [passes][in / 64][2][16][64]: A tiles by k-block
@@ -92,8 +87,8 @@ __attribute__((target("avx512f,avx512bw"))) int64_t LayOutOutputs(const QuantOpe
     const uint8_t* blocks = op.w + (s0 + o) * op.groups * op.block_bytes;
     for (int64_t g = 0; g < op.groups; ++g) {
       const uint8_t* block = blocks + g * op.block_bytes;
-      scales[g] = HeaderFloat(block);
-      offsets[g] = HeaderFloat(block + 4);
+      scales[g] = BlockScale(block);
+      offsets[g] = BlockOffset(block);
       for (int64_t run = 0; run < per_group; ++run) {
         LayOutCodes(op, block, run, codes_of_o + (g * per_group + run) * 2 * kTileBytes);
       }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "loader/quantized_layout.h"
+#include "model/packed_block_header.h"
 
 namespace placer::model {
 
@@ -28,18 +29,6 @@ inline bool PackedBf16KernelsRun() {
 inline bool PackedInGroupsOf(const loader::PackedLayout& layout, int bits, int64_t inputs_per_step) {
   return layout.bits == bits && layout.group_size > 0 && layout.group_size % inputs_per_step == 0 &&
          layout.in % layout.group_size == 0;
-}
-
-// A packed block's header (loader/quantized_layout.h): w = fma(q, scale, offset).
-inline float BlockScale(const uint8_t* block) {
-  float scale;
-  std::memcpy(&scale, block, sizeof(float));
-  return scale;
-}
-inline float BlockOffset(const uint8_t* block) {
-  float offset;
-  std::memcpy(&offset, block + sizeof(float), sizeof(float));
-  return offset;
 }
 
 // The BF16 bits of a float32 widened from BF16 (so exact: its low 16 bits are zero).

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "model/quantized_vnni.h"
+#include "model/packed_block_header.h"
 #include "model/vnni_span.h"
 
 namespace placer::model {
@@ -39,7 +40,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
     const float* group_sums = op.x_group_sums + (r0 + r) * op.groups;
     float offsets = 0;
     for (int64_t g = 0; g < op.groups; ++g) {
-      offsets = __builtin_fmaf(VnniFloatAt(row + g * op.block_bytes + sizeof(float)), group_sums[g],
+      offsets = __builtin_fmaf(BlockOffset(row + g * op.block_bytes), group_sums[g],
                                offsets);
     }
     op.y[(r0 + r) * op.out + n] = SumLikeAvx512(low[r], high[r]) + offsets + bias;
@@ -67,7 +68,7 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
   const __m256 float_bias = _mm256_castsi256_ps(float_bias_bits);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* block = row + g * op.block_bytes;
-    const __m256 scale = _mm256_set1_ps(VnniFloatAt(block));
+    const __m256 scale = _mm256_set1_ps(BlockScale(block));
     const uint8_t* p = block + kPackedBlockHeaderBytes;
     for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
       const int64_t b = g * blocks_per_group + bb;
@@ -152,7 +153,7 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperand
     const uint8_t* second = first + op.block_bytes;
     _mm_prefetch(reinterpret_cast<const char*>(next + g * op.block_bytes), _MM_HINT_T0);
     const __m256 scale =
-        _mm256_blend_ps(_mm256_set1_ps(VnniFloatAt(first)), _mm256_set1_ps(VnniFloatAt(second)), kSecondGroup);
+        _mm256_blend_ps(_mm256_set1_ps(BlockScale(first)), _mm256_set1_ps(BlockScale(second)), kSecondGroup);
     const __m256i raw = _mm256_inserti128_si256(
         _mm256_castsi128_si256(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "loader/quantized_layout.h"
+#include "model/packed_block_header.h"
 #include "model/quantized_int4_digits.h"
 
 namespace placer::model {
@@ -33,12 +34,6 @@ constexpr int64_t kQuadsPerSpan = kSpan / 4;
 constexpr int64_t kBlockQuadInts = kDigits * kQuads * kLanes;  // one row vector's block
 constexpr int kTileOutputs = 8;
 constexpr int kMostRowVectors = 3;             // per pass: 8 x 3 accumulators
-
-float BlockFloat(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // acc += codes · digits, four products per int32 lane. GCC 12's _mm512_dpbusd_epi32 copies its
 // accumulator through another register and spills a tile of 24 to the stack (the kernel then
@@ -112,8 +107,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni"))) void OutputTile(
     const uint8_t* group_blocks[T];
     for (int t = 0; t < T; ++t) {
       group_blocks[t] = op.w + (n + t) * row_bytes + g * op.block_bytes;
-      scales[t] = BlockFloat(group_blocks[t]);
-      const __m512 offset = _mm512_set1_ps(BlockFloat(group_blocks[t] + sizeof(float)));
+      scales[t] = BlockScale(group_blocks[t]);
+      const __m512 offset = _mm512_set1_ps(BlockOffset(group_blocks[t]));
       for (int64_t v = 0; v < vectors; ++v) {
         float* sum = sums + (v * T + t) * kLanes;
         const float* group_sum = in.group_sums.data() + (v * op.groups + g) * kLanes;

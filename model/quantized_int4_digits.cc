@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/packed_block_header.h"
 #include "model/row_passes.h"
 #include "model/vector_sum.h"
 
@@ -39,12 +40,6 @@ bool CpuRunsIt() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
-}
-
-float BlockFloat(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
 }
 
 // One row's block b: digits of inputs [128 b, 128 b + 128) in the unpack order, and its step.
@@ -111,8 +106,8 @@ RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, _
   }
   for (int64_t g = 0; g < op.groups; ++g) {
     const uint8_t* block = row + g * op.block_bytes;
-    const float scale = BlockFloat(block);
-    const float offset = BlockFloat(block + sizeof(float));
+    const float scale = BlockScale(block);
+    const float offset = BlockOffset(block);
     _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
       offsets[r] = std::fma(offset, group_sums[r * op.groups + g], offsets[r]);
     }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/packed_block_header.h"
 #include "model/row_passes.h"
 #include "model/vector_sum.h"
 
@@ -46,9 +47,7 @@ __attribute__((target("avx512f,avx512bw,fma"), always_inline)) inline void RowSu
   }
   for (int64_t g = 0; g < op.groups; ++g) {
     const uint8_t* block = row + g * op.block_bytes;
-    float scale, offset;
-    std::memcpy(&scale, block, sizeof(float));
-    std::memcpy(&offset, block + sizeof(float), sizeof(float));
+    const float scale = BlockScale(block), offset = BlockOffset(block);
     // The block's 16 possible weights, fma(q, s, m) as the loader dequantizes them.
     const __m512 table =
         _mm512_fmadd_ps(code_values, _mm512_set1_ps(scale), _mm512_set1_ps(offset));

@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "model/amx_tiles.h"
+#include "model/packed_block_header.h"
 #include "model/register_transpose.h"
 #include "model/tile_output_sums.h"
 
@@ -47,12 +48,6 @@ alignas(64) constexpr uint16_t kCodeValues[32] = {
     0x4100, 0x4110, 0x4120, 0x4130, 0x4140, 0x4150, 0x4160, 0x4170,
     0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,
     0x4100, 0x4110, 0x4120, 0x4130, 0x4140, 0x4150, 0x4160, 0x4170};
-
-float HeaderFloat(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // 16 payload bytes (32 codes: byte j holds input j in its low nibble, input 16 + j in its high
 // one) to 32 BF16 values in input order.
@@ -128,8 +123,8 @@ __attribute__((target("avx2,avx512f,avx512bw"))) int64_t UnpackOutputs(const Qua
     const uint8_t* blocks = op.w + (s0 + o) * op.groups * op.block_bytes;
     for (int64_t g = 0; g < op.groups; ++g) {
       const uint8_t* block = blocks + g * op.block_bytes;
-      scales[g] = HeaderFloat(block);
-      offsets[g] = HeaderFloat(block + 4);
+      scales[g] = BlockScale(block);
+      offsets[g] = BlockOffset(block);
       for (int64_t run = 0; run < runs_per_group; ++run) {
         const int64_t kb = g * runs_per_group + run;
         const uint8_t* payload = block + kPackedBlockHeaderBytes + run * kKBlock * op.bits / 8;

@@ -9,6 +9,7 @@
 // activations are stored in that order (QuantizeActivations), so each int32 lane of vpdpbusd
 // sums four products of the same inputs on both sides.
 #include "model/quantized_vnni.h"
+#include "model/packed_block_header.h"
 #include "model/vnni_span.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
@@ -33,7 +34,7 @@ constexpr int64_t kBlock = 128;      // activation block (within one weight grou
 constexpr int64_t kTilesAhead = 4;   // weight rows prefetched this many tiles ahead
 
 inline float OffsetAt(const QuantOperands& op, const uint8_t* row, int64_t g) {
-  return VnniFloatAt(row + g * op.block_bytes + sizeof(float));
+  return BlockOffset(row + g * op.block_bytes);
 }
 
 // The end of a tile of 2 weight rows x 8 input rows (vector_sum.h) with the offsets' share
@@ -151,7 +152,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
     const uint8_t* pa[T];
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       const uint8_t* block = row[t] + g * op.block_bytes;
-      scale[t] = _mm512_set1_ps(VnniFloatAt(block));
+      scale[t] = _mm512_set1_ps(BlockScale(block));
       KeepInRegister(scale[t]);
       p[t] = block + kPackedBlockHeaderBytes;
       pa[t] = ahead[t] + g * op.block_bytes + kPackedBlockHeaderBytes;
@@ -256,8 +257,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline
       const uint8_t* first = row[t] + g * op.block_bytes;
       const uint8_t* second = first + op.block_bytes;
       _mm_prefetch(reinterpret_cast<const char*>(ahead[t] + g * op.block_bytes), _MM_HINT_T0);
-      scale[t] = _mm512_mask_blend_ps(kSecondGroup, _mm512_set1_ps(VnniFloatAt(first)),
-                                      _mm512_set1_ps(VnniFloatAt(second)));
+      scale[t] = _mm512_mask_blend_ps(kSecondGroup, _mm512_set1_ps(BlockScale(first)),
+                                      _mm512_set1_ps(BlockScale(second)));
       const __m256i payload = _mm256_inserti128_si256(
           _mm256_castsi128_si256(_mm_loadu_si128(
               reinterpret_cast<const __m128i*>(first + kPackedBlockHeaderBytes))),

@@ -1,21 +1,13 @@
 // What the int8-activation kernels (quantized_vnni.cc, quantized_avx_vnni.cc) share about the
-// packed bytes they read: a block's float32 header fields, and the order in which one load,
+// packed bytes they read: the order in which one load,
 // shift and mask unpacks a 64-input span's nibbles (inputs 0-15, 32-47, 16-31, 48-63), which
 // the activations of 4-bit weights are stored in so that each vpdpbusd lane multiplies the
 // same inputs (8-bit codes are read in input order, and their activations stored so).
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 namespace placer::model {
-
-// The float32 at p (a packed block's scale, or its offset 4 bytes on), unaligned.
-inline float VnniFloatAt(const uint8_t* p) {
-  float value;
-  std::memcpy(&value, p, sizeof(value));
-  return value;
-}
 
 // Where input c (0-63) of a 64-input span sits in the unpacked order.
 inline int64_t VnniSpanPosition(int64_t c) {
