@@ -17,6 +17,7 @@
 #include "model/bf16_repacker.h"
 #include "model/causal_lm.h"
 #include "model/packed_kernels_note.h"
+#include "model/int8_activation_tiles.h"
 #include "model/quantized_vnni.h"
 #include "model/generation_defaults.h"
 #include "model/tokenizer/tokenizer.h"
@@ -117,9 +118,12 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
     if (model::Int8ActivationKernelRuns()) {
       spdlog::info("--quantize-activations int8: {} packed weights (4-bit in groups of 32, 64 or a "
                    "multiple of 128, 8-bit in groups of a multiple of 128) multiply int8 activations "
-                   "(one scale per 32, 64 or 128 inputs, {}); other weights keep float activations",
+                   "(one scale per 32, 64 or 128 inputs, {}{}); other weights keep float activations",
                    int8_activation_weights,
-                   model::Int8ActivationIsaName(model::DetectInt8ActivationIsa()));
+                   model::Int8ActivationIsaName(model::DetectInt8ActivationIsa()),
+                   model::Int8ActivationTilesRun()
+                       ? "; prompt chunks past 16 rows on AMX-INT8 tiles, blocks of 64 or 128"
+                       : "");
     } else {
       spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI and AVX-VNNI; activations stay "
                    "float (exact)");

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "client/placer_client.h"
+#include "model/int8_activation_tiles.h"
 #include "model/packed_kernels_note.h"
 #include "tests/e2e/daemon_process.h"
 
@@ -244,6 +245,10 @@ TEST_F(Quantize, Int8ActivationsServeTheGreedyTokensOfTheirOwnLogitsAndSaySo) {
   EXPECT_NE(daemon.Log().find(vnni ? "int8: 28 packed weights"
                                    : "this CPU lacks AVX512-VNNI and AVX-VNNI; activations stay float"),
             std::string::npos)
+      << daemon.Log();
+  // Where AMX-INT8 runs, prompt chunks take its tiles, and the log says so (and only there).
+  EXPECT_EQ(daemon.Log().find("prompt chunks past 16 rows on AMX-INT8 tiles") != std::string::npos,
+            vnni && model::Int8ActivationTilesRun())
       << daemon.Log();
   client::PlacerClient client({ports.target(), seconds(20)});
   const absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo();
