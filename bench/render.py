@@ -59,13 +59,27 @@ def misses(found):
 
 
 def machine_lines(found):
+    """The machine, environment and commit each section ran on: one line where every section
+    shares them, else one per machine naming its sections (`--only` keeps the others' JSON)."""
     if not found:
         return ""
-    m = found[0]["machine"]
-    head = (f"Machine: {m['nproc']} × {m['cpu_model']}, {m['mem_total_bytes'] / 2**30:.1f} GiB, "
-            f"{m['kernel']}. Environment: "
-            f"{', '.join(f'{k}={v}' for k, v in m.get('environment', {}).items() if v)}. Commit `{found[0]['git_commit'][:12]}`"
-            f"{' (with uncommitted changes)' if found[0]['git_dirty'] else ''}, {found[0]['date_utc']}.")
+
+    def machine(d):
+        m = d["machine"]
+        environment = ", ".join(f"{k}={v}" for k, v in m.get("environment", {}).items() if v)
+        return (f"{m['nproc']} × {m['cpu_model']}, {m['mem_total_bytes'] / 2**30:.1f} GiB, "
+                f"{m['kernel']}. Environment: {environment}. Commit `{d['git_commit'][:12]}`"
+                f"{' (with uncommitted changes)' if d['git_dirty'] else ''}")
+
+    groups = {}
+    for d in found:
+        groups.setdefault(machine(d), []).append(d)
+    if len(groups) == 1:
+        head = f"Machine: {next(iter(groups))}, {found[0]['date_utc']}."
+    else:
+        head = "\n\n".join(
+            f"Machine for {', '.join(d['benchmark'] for d in ds)}: {description}, {ds[0]['date_utc']}."
+            for description, ds in groups.items())
     loads = ", ".join(f"{d['benchmark']} {d['machine']['loadavg_start'].split()[0]}→"
                       f"{d['machine']['loadavg_end'].split()[0]} ({d['section_wall_seconds']:.0f} s)"
                       for d in found)
