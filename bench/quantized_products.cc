@@ -157,6 +157,12 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
       // Prompt chunks of 4-bit and 8-bit codes on AMX: the tiles kernel, against what
       // QuantizedLinear gave those chunks before it (each task's weight rows unpacked for the F32
       // prompt-chunk kernel, or the whole weight for the few-row kernels or sgemm).
+      // Or as digits on AMX-INT8 (groups of 128s), what QuantizedLinear takes where it runs.
+      if (model::UsesDigitTilesKernel(f32_inputs.front(), packed[s].front(), {})) {
+        f32_ways["digit_tiles"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearDigitTiles(f32_inputs[i], packed[s][i], {});
+        }), runs);
+      }
       if (model::UsesQuantizedTilesKernel(f32_inputs.front(), packed[s].front(), {})) {
         f32_ways["bf16_tiles"] = MedianMilliseconds(each([&](size_t i) {
           model::QuantizedLinearTiles(f32_inputs[i], packed[s][i], {});

@@ -2,6 +2,7 @@
 #include "model/packed_kernel_runs.h"
 
 #include "loader/quantized_weight.h"
+#include "model/digit_tiles.h"
 #include "model/int8_activation_tiles.h"
 #include "model/packed_bf16_kernels.h"
 #include "model/packed_product.h"
@@ -106,6 +107,17 @@ std::vector<at::Tensor> QuantizedTileProducts(const at::Tensor& x, const std::ve
       });
 }
 
+std::vector<at::Tensor> DigitTileProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                          const std::vector<at::Tensor>& biases) {
+  // A plain reference to the caller's buffer (the helpers must read it, not their own).
+  DigitTileInputs& inputs = DigitTileInputsBuffer();
+  return RunPackedProducts(
+      x, weights, biases, [&](const QuantOperands& op) { ArrangeDigitTileInputs(op, &inputs); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedChunkRowsDigitTiles(op, inputs, n0, n1);
+      });
+}
+
 std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,
                                                const std::vector<at::Tensor>& weights,
                                                const std::vector<at::Tensor>& biases) {
@@ -132,6 +144,7 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
     case PackedKernel::kInt8Bf16:
       return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
     case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
+    case PackedKernel::kDigitTiles: return DigitTileProducts(x, weights, biases);
     case PackedKernel::kQuantizedTiles: return QuantizedTileProducts(x, weights, biases);
     case PackedKernel::kInt4DigitChunks: return Int4DigitChunkProducts(x, weights, biases);
     case PackedKernel::kGeneral: return GeneralProducts(x, weights, biases, DetectQuantIsa());

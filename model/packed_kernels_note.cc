@@ -1,5 +1,6 @@
 #include "model/packed_kernels_note.h"
 
+#include "model/digit_tiles.h"
 #include "model/packed_bf16_kernels.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_tiles.h"
@@ -20,18 +21,26 @@ std::string PackedKernelsNote(loader::DType compute) {
   if (compute == loader::DType::kBF16 && PackedBf16KernelsRun()) {
     return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
            "and 8-bit ones in groups of 64s (each code a BF16 number, exact)" +
-           std::string(QuantizedTilesKernelRuns()
-                           ? "; AMX tdpbf16ps for prompt chunks of up to 64 rows of 4-bit and 8-bit weights"
-                           : "") +
+           std::string(QuantizedTilesKernelRuns() ? "; AMX tdpbf16ps for prompt chunks of up to 64 "
+                                                    "rows of 4-bit and 8-bit weights"
+                                                  : "") +
            "; others: " + floats;
   }
-  // Prompt chunks of packed weights on AMX CPUs (quantized_tiles.h), said first: they are
-  // most of a prompt's time.
-  const std::string tiles =
-      compute == loader::DType::kF32 && QuantizedTilesKernelRuns()
-          ? "AMX tdpbf16ps for prompt chunks of 4-bit and 8-bit weights in groups of 64 or more "
-            "(each input as three BF16 parts, exact products); "
-          : "";
+  // Prompt chunks of packed weights on AMX CPUs (digit_tiles.h, quantized_tiles.h), said
+  // first: they are most of a prompt's time.
+  std::string tiles;
+  if (compute == loader::DType::kF32 && DigitTilesRun()) {
+    tiles = "AMX-INT8 for prompt chunks of 4-bit and 8-bit weights in groups of 128s (each block "
+            "of 128 inputs as 24-bit integers, within 2^-22 of its largest input)" +
+            std::string(QuantizedTilesKernelRuns()
+                            ? " and AMX tdpbf16ps for those in groups of 64 (each input as three "
+                              "BF16 parts, exact products)"
+                            : "") +
+            "; ";
+  } else if (compute == loader::DType::kF32 && QuantizedTilesKernelRuns()) {
+    tiles = "AMX tdpbf16ps for prompt chunks of 4-bit and 8-bit weights in groups of 64 or more "
+            "(each input as three BF16 parts, exact products); ";
+  }
   if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
     return "packed kernels (F32 rows): " + tiles +
            "AVX512-VNNI for 4-bit weights in groups of 128s, decode steps" +

@@ -15,6 +15,7 @@
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
+#include "model/digit_tiles.h"
 #include "model/quantized_tiles.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
@@ -169,6 +170,13 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
     // rule (same tool, --schemes int8, one scale per row; a noisy spell of the host): F32 rows
     // at 32 rows 32 vs 48 unpacking each task's rows, 64 rows 52 vs 56, 128 rows 98 vs 115;
     // BF16 rows at 17 rows 22 vs 34 unpack + GEMM, 32 rows 35 vs 49, 64 rows 34 vs 62.
+    // F32 rows of groups of 128s on AMX-INT8: each input as three digits (digit_tiles.h), half
+    // the tile products of the three BF16 parts below. Same tool (--schemes int4_g128 int8, the
+    // latter one scale per row), digits vs BF16 tiles: int4 at 17 rows 18 vs 24, 32 rows 17 vs
+    // 22, 64 rows 33 vs 31, 128 rows 46 vs 61; int8 20 vs 27, 15 vs 22, 24 vs 32, 61 vs 81; the
+    // small preset's 64-token prefill (placer-bench-model decode, PLACER_DIGIT_TILES=1 / 0)
+    // int4 45-47 vs 49-54 ms, int8 43-47 vs 52-54.
+    if (!bf16_rows && DigitTilesRun() && DigitTilesApply(layout)) return PackedKernel::kDigitTiles;
     const bool tiles_take = bf16_rows ? rows <= kMostQuantizedTileBf16Rows : layout.group_size >= 64;
     if (tiles_take && QuantizedTilesKernelRuns() && QuantizedTilesKernelApplies(layout)) {
       return PackedKernel::kQuantizedTiles;
@@ -295,6 +303,19 @@ at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor&
               "QuantizedLinearInt4DigitChunks: float32 rows, a packed 4-bit host weight in groups "
               "of a multiple of 128, an AVX512-VNNI CPU");
   return RunPackedKernel(PackedKernel::kInt4DigitChunks, x, {weight}, {bias})[0];
+}
+
+bool UsesDigitTilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return DigitTilesRun() && QuantizedLinearApplies(x, weight, bias) &&
+         x.scalar_type() == at::kFloat && DigitTilesApply(*loader::PackedLayoutOf(weight));
+}
+
+at::Tensor QuantizedLinearDigitTiles(const at::Tensor& x, const at::Tensor& weight,
+                                     const at::Tensor& bias) {
+  TORCH_CHECK(UsesDigitTilesKernel(x, weight, bias),
+              "QuantizedLinearDigitTiles: float32 rows, a packed 4-bit or 8-bit host weight in "
+              "groups of 128s, a CPU with AMX-INT8");
+  return RunPackedKernel(PackedKernel::kDigitTiles, x, {weight}, {bias})[0];
 }
 
 bool UsesQuantizedTilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

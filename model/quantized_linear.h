@@ -100,6 +100,13 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
 // requires it.
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias);
+// Float32 rows times 4-bit or 8-bit weights in groups of 128s on AMX-INT8 tiles, each input as
+// the decode digits kernel's three signed bytes (digit_tiles.h), for any number of rows (batch
+// invariant). QuantizedLinear takes it for float32 prompt chunks (past QuantizedLinearMaxRows)
+// wherever UsesDigitTilesKernel; QuantizedLinearDigitTiles requires it.
+bool UsesDigitTilesKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearDigitTiles(const at::Tensor& x, const at::Tensor& weight,
+                                     const at::Tensor& bias);
 // Float32 or BF16 rows times 4-bit or 8-bit weights on AMX tiles (quantized_tiles.h): codes and
 // the three BF16 parts of each float32 input (one for a BF16 input) multiplied by tdpbf16ps, for
 // any number of rows (batch invariant). QuantizedLinear takes it past QuantizedLinearMaxRows

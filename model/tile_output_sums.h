@@ -1,4 +1,4 @@
-// Where the AMX prompt-chunk kernels (quantized_tiles.*, int8_activation_tiles.*) leave
+// Where the AMX prompt-chunk kernels (quantized_tiles.*, digit_tiles.*, int8_activation_tiles.*) leave
 // their results: float32 sums by output, each output's sums of every chunk row side by side
 // ([output][row], as the tiles' C columns hold them), written to y [row][output] with the bias.
 #pragma once

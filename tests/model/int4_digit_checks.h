@@ -1,6 +1,7 @@
 // Checks shared by the tests of the three-digit kernels (quantized_int4_digits_test.cc for
-// decode rows, quantized_int4_digit_chunks_test.cc for prompt chunks): 4-bit weights with
-// offsets, and the bound quantized_int4_digits.h states against a float64 reference.
+// decode rows, quantized_int4_digit_chunks_test.cc and digit_tiles_test.cc for prompt chunks):
+// 4-bit weights with offsets, and the bound quantized_int4_digits.h states against a float64
+// reference (digit_tiles.h's for 8-bit codes).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -47,15 +48,17 @@ inline at::Tensor Scales(const at::Tensor& packed) {
   return scales.repeat_interleave(layout.group_size, 1);
 }
 
-// The header's bound: sum over inputs of 30 |s| t, plus float32 roundings of the terms (the
-// float kernels' tolerance in quantized_linear_test.cc).
+// The header's bound: sum over inputs of 2 · max|q| · |s| · t (30 |s| t for 4-bit codes, 256
+// |s| t for 8-bit ones: digit_tiles.h), plus float32 roundings of the terms (the float kernels'
+// tolerance in quantized_linear_test.cc).
 inline void ExpectWithinTheBound(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
                                  const at::Tensor& bias) {
   const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
   const at::Tensor x64 = x.to(at::kDouble);
   at::Tensor reference = at::matmul(x64, w64.t());
   if (bias.defined()) reference = reference + bias.to(at::kDouble);
-  const at::Tensor representation = at::matmul(Steps(x), Scales(packed).t()) * 30.0;
+  const double largest_code = loader::PackedLayoutOf(packed)->bits == 4 ? 15.0 : 128.0;
+  const at::Tensor representation = at::matmul(Steps(x), Scales(packed).t()) * (2 * largest_code);
   const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
   const at::Tensor error = (y.to(at::kDouble) - reference).abs();
   const at::Tensor allowed = reference.abs() * 1e-6 + magnitude * 2e-6 + representation;

@@ -102,9 +102,12 @@ TEST_F(Int4DigitChunks, QuantizedLinearSendsFloat32PromptChunksOfGroupsOf128sHer
   const int64_t most = QuantizedLinearMaxRows(DetectQuantIsa(), layout, at::kFloat);
   for (int64_t rows : {most + 1, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{129}}) {
     const at::Tensor x = SeededRandn({rows, 256}, 42);
-    // On AMX CPUs every such chunk goes to the tiles (quantized_tiles_test.cc); elsewhere
-    // chunks the F32 prompt-chunk kernel takes go there, their weight rows unpacked.
-    const at::Tensor expected = UsesQuantizedTilesKernel(x, packed, at::Tensor())
+    // On AMX-INT8 CPUs every such chunk goes to the digit tiles (digit_tiles_test.cc), on
+    // other AMX CPUs to the BF16 tiles (quantized_tiles_test.cc); elsewhere chunks the F32
+    // prompt-chunk kernel takes go there, their weight rows unpacked.
+    const at::Tensor expected = UsesDigitTilesKernel(x, packed, at::Tensor())
+                                    ? QuantizedLinearDigitTiles(x, packed, at::Tensor())
+                                : UsesQuantizedTilesKernel(x, packed, at::Tensor())
                                     ? QuantizedLinearTiles(x, packed, at::Tensor())
                                 : PromptChunkLinearTakes(rows)
                                     ? UnpackedQuantizedLinear(x, packed, at::Tensor())

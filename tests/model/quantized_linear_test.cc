@@ -189,13 +189,16 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
               ? QuantizedLinearInt4Digits(at_limit, packed, at::Tensor())
               : QuantizedLinearKernel(at_limit, packed, at::Tensor(), DetectQuantIsa());
       EXPECT_TRUE(at::equal(QuantizedLinear(at_limit, packed, at::Tensor()), kernels));
-      // Past the limit: F32 chunks of 4-bit groups of 64s and BF16 chunks of 4-bit weights to
-      // the AMX kernel where it runs, else F32 chunks of groups of 128s to the three-digit chunk
-      // kernel where it runs, the rest unpacked for the compute dtype's dense product.
+      // Past the limit: F32 chunks of groups of 128s to the AMX-INT8 digits where they run, F32
+      // chunks of groups of 64s and BF16 chunks to the AMX BF16 kernel where it runs, else F32
+      // chunks of groups of 128s to the three-digit chunk kernel where it runs, the rest
+      // unpacked for the compute dtype's dense product.
       const at::Tensor beyond = SeededRandn({max_rows + 1, 256}, 9).to(compute);
       const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
       EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()),
-                            UsesQuantizedTilesKernel(beyond, packed, at::Tensor()) &&
+                            UsesDigitTilesKernel(beyond, packed, at::Tensor())
+                                ? QuantizedLinearDigitTiles(beyond, packed, at::Tensor())
+                            : UsesQuantizedTilesKernel(beyond, packed, at::Tensor()) &&
                                     (compute == at::kBFloat16 || group >= 64)
                                 ? QuantizedLinearTiles(beyond, packed, at::Tensor())
                             : UsesInt4DigitsKernel(beyond, packed, at::Tensor())

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "loader/quantized_weight.h"
+#include "model/digit_tiles.h"
 #include "model/packed_kernels_note.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_linear.h"
@@ -277,10 +278,11 @@ TEST_F(QuantizedTiles, QuantizedLinearSendsPromptChunksOf4BitAnd8BitWeightsHere)
     for (int64_t rows : {most + 1, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{129}}) {
       if (rows <= most) continue;  // decode rows (checked below)
       const at::Tensor x = SeededRandn({rows, 256}, 42);
-      // Groups of 32 (a flush every 12 tdpbf16ps) stay with the kernels they had.
+      // Groups of 32 (a flush every 12 tdpbf16ps) stay with the kernels they had; groups of
+      // 128s go to the digits on AMX-INT8 where they run (digit_tiles_test.cc).
       EXPECT_EQ(at::equal(QuantizedLinear(x, packed, at::Tensor()),
                           QuantizedLinearTiles(x, packed, at::Tensor())),
-                group >= 64)
+                group >= 64 && !UsesDigitTilesKernel(x, packed, at::Tensor()))
           << rows << " rows, groups of " << group;
     }
     // Decode rows stay with the decode kernels: another summing order, other last bits.
@@ -293,8 +295,9 @@ TEST_F(QuantizedTiles, QuantizedLinearSendsPromptChunksOf4BitAnd8BitWeightsHere)
                            QuantizedLinearTiles(few, packed, at::Tensor())));
   }
   // 8-bit weights likewise: F32 chunks past the decode kernels' rows in groups of 64 or more
-  // (one scale per row: --quantize int8), BF16 chunks up to 64 rows; groups of 32 stay.
-  for (int64_t group : {32, 128, 256}) {
+  // (one scale per row: --quantize int8) but those the digits take, BF16 chunks up to 64 rows;
+  // groups of 32 stay.
+  for (int64_t group : {32, 64, 128, 256}) {
     const at::Tensor packed = Pack8(48, 256, group, 45);
     const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
     const int64_t most = QuantizedLinearMaxRows(DetectQuantIsa(), layout, at::kFloat);
@@ -302,7 +305,7 @@ TEST_F(QuantizedTiles, QuantizedLinearSendsPromptChunksOf4BitAnd8BitWeightsHere)
       const at::Tensor x = SeededRandn({rows, 256}, 46);
       EXPECT_EQ(at::equal(QuantizedLinear(x, packed, at::Tensor()),
                           QuantizedLinearTiles(x, packed, at::Tensor())),
-                group >= 64)
+                group >= 64 && !UsesDigitTilesKernel(x, packed, at::Tensor()))
           << rows << " F32 rows, 8-bit groups of " << group;
     }
     const at::Tensor few = SeededRandn({most, 256}, 47);
@@ -369,9 +372,23 @@ TEST_F(QuantizedTiles, Bf16RowsTakeOnePartAndMatchAFloat64Reference) {
 
 TEST_F(QuantizedTiles, TheStartLogNoteNamesItForF32AndBf16Rows) {
   const std::string f32 = PackedKernelsNote(loader::DType::kF32);
-  EXPECT_EQ(f32.rfind("packed kernels (F32 rows): AMX tdpbf16ps for prompt chunks of 4-bit and 8-bit weights", 0),
-            0u)
-      << f32;
+  if (DigitTilesRun()) {
+    EXPECT_EQ(f32.rfind("packed kernels (F32 rows): AMX-INT8 for prompt chunks of 4-bit and 8-bit "
+                        "weights in groups of 128s (each block of 128 inputs as 24-bit integers",
+                        0),
+              0u)
+        << f32;
+    EXPECT_NE(f32.find("and AMX tdpbf16ps for those in groups of 64 (each input as three BF16 "
+                       "parts, exact products); "),
+              std::string::npos)
+        << f32;
+  } else {
+    EXPECT_EQ(f32.rfind("packed kernels (F32 rows): AMX tdpbf16ps for prompt chunks of 4-bit and "
+                        "8-bit weights",
+                        0),
+              0u)
+        << f32;
+  }
   const std::string bf16 = PackedKernelsNote(loader::DType::kBF16);
   EXPECT_NE(bf16.find("AMX tdpbf16ps for prompt chunks of up to 64 rows of 4-bit and 8-bit weights"),
             std::string::npos)

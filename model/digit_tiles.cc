@@ -1,0 +1,328 @@
+// The AMX-INT8 prompt-chunk kernel for float32 rows as digits (digit_tiles.h says what it
+// promises).
+//
+// A call's outputs go up to 128 at a time: their codes are laid out for the whole input as
+// bytes in a per-thread buffer (A tiles of 16 outputs x 64 codes in input order: 4-bit codes
+// unpacked, 8-bit ones copied), then for each pair of row tiles, each block of 128 inputs and
+// each stripe of 16 outputs, six C tiles (3 digits x 2 row tiles) sum the block's two k-blocks,
+// fed per k-block by one A load and six B loads (the block's B tiles, 12 KiB, stay in L1 across
+// stripes); at the block's end the six C tiles are stored and their digit sums combined and
+// scaled into the outputs' float32 sums ([output][row]); at the end the sums go to y
+// (tile_output_sums.h).
+#include "model/digit_tiles.h"
+
+// GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "model/amx_tiles.h"
+#include "model/packed_block_header.h"
+#include "model/register_transpose.h"
+#include "model/tile_output_sums.h"
+
+namespace placer::model {
+namespace {
+
+using loader::kPackedBlockHeaderBytes;
+
+constexpr int64_t kTileRows = 16;                   // chunk rows per B tile
+constexpr int64_t kStripe = 16;                     // outputs per A tile
+constexpr int64_t kKBlock = 64;                     // inputs per tile product
+constexpr int64_t kBlock = 128;                     // inputs per step t
+constexpr int64_t kKPerBlock = kBlock / kKBlock;
+constexpr int64_t kDigits = 3;
+constexpr int64_t kTileBytes = 16 * 64;             // every tile: 16 rows of 64 bytes
+constexpr int64_t kPairOutputs = 2 * kStripe;       // outputs laid out per pass
+constexpr int64_t kMostOutputs = 4 * kPairOutputs;  // outputs laid out at once
+// The largest |v|: 127 · 2^16, so that the top digit stays within [-127, 127].
+constexpr float kDigitRange = 127.0f * 65536.0f;
+
+struct Scratch {
+  std::vector<uint8_t> a;              // [passes][in / 64][2][16][64]: A tiles by k-block
+  std::vector<float> scales, offsets;  // [passes · 32][groups]
+  std::vector<float> sums;             // [passes · 32][row_tiles · 16]
+};
+
+// One output's 64 codes of k-block `kb_in_group` into `to`, in input order: 8-bit codes as
+// stored; 4-bit ones from 32 payload bytes (byte j of each 16: input j in its low nibble,
+// 16 + j in its high one), each 16 bytes placed twice and the second copy shifted by 4.
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void LayOutCodes(
+    const QuantOperands& op, const uint8_t* block, int64_t kb_in_group, uint8_t* to) {
+  const uint8_t* payload = block + kPackedBlockHeaderBytes;
+  if (op.bits == 8) {
+    _mm512_storeu_si512(to, _mm512_loadu_si512(payload + kb_in_group * kKBlock));
+    return;
+  }
+  const __m512i twice = _mm512_permutexvar_epi64(
+      _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
+      _mm512_castsi256_si512(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(payload + kb_in_group * kKBlock / 2))));
+  const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  _mm512_storeu_si512(to, _mm512_and_si512(_mm512_srlv_epi64(twice, shifts), _mm512_set1_epi8(0x0F)));
+}
+
+// Outputs [s0, s0 + count) (count <= kMostOutputs) laid out into scratch.a, their blocks' s and
+// m alongside; the outputs past count up to a whole pass as zero codes. Returns the passes.
+__attribute__((target("avx512f,avx512bw"))) int64_t LayOutOutputs(const QuantOperands& op,
+                                                                  int64_t s0, int64_t count,
+                                                                  Scratch& scratch) {
+  const int64_t k_blocks = op.in / kKBlock, per_group = op.group_size / kKBlock;
+  const int64_t passes = (count + kPairOutputs - 1) / kPairOutputs;
+  scratch.a.resize(static_cast<size_t>(passes * k_blocks * 2 * kTileBytes));
+  scratch.scales.resize(static_cast<size_t>(passes * kPairOutputs * op.groups));
+  scratch.offsets.resize(static_cast<size_t>(passes * kPairOutputs * op.groups));
+  for (int64_t o = 0; o < passes * kPairOutputs; ++o) {
+    const int64_t pass = o / kPairOutputs, in_pass = o % kPairOutputs;
+    uint8_t* codes_of_o = scratch.a.data() + pass * k_blocks * 2 * kTileBytes +
+                          (in_pass / kStripe) * kTileBytes + (in_pass % kStripe) * kKBlock;
+    float* scales = scratch.scales.data() + o * op.groups;
+    float* offsets = scratch.offsets.data() + o * op.groups;
+    if (o >= count) {
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        std::memset(codes_of_o + kb * 2 * kTileBytes, 0, kKBlock);
+      }
+      std::fill_n(scales, op.groups, 0.0f);
+      std::fill_n(offsets, op.groups, 0.0f);
+      continue;
+    }
+    const uint8_t* blocks = op.w + (s0 + o) * op.groups * op.block_bytes;
+    for (int64_t g = 0; g < op.groups; ++g) {
+      const uint8_t* block = blocks + g * op.block_bytes;
+      scales[g] = BlockScale(block);
+      offsets[g] = BlockOffset(block);
+      for (int64_t run = 0; run < per_group; ++run) {
+        LayOutCodes(op, block, run, codes_of_o + (g * per_group + run) * 2 * kTileBytes);
+      }
+    }
+  }
+  return passes;
+}
+
+// Every row tile pair by the laid-out outputs into scratch.sums. Tiles: 0-5 sums (digit j of
+// row tile r in tile 2j + r), 6 a stripe's codes, 7 a row tile's digit.
+template <bool Signed8>
+__attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
+    const QuantOperands& op, const DigitTileInputs& inputs, int64_t passes, Scratch& scratch) {
+  const int64_t k_blocks = op.in / kKBlock, blocks = op.in / kBlock;
+  const int64_t blocks_per_group = op.group_size / kBlock;
+  const int64_t columns = inputs.row_tiles * kTileRows;
+  const int64_t row_tile_bytes = k_blocks * kDigits * kTileBytes;
+  scratch.sums.resize(static_cast<size_t>(passes * kPairOutputs * columns));
+  alignas(64) int32_t tile_sums[2 * kDigits][kStripe][kTileRows];
+  const __m512 radix = _mm512_set1_ps(256.0f), radix2 = _mm512_set1_ps(65536.0f);
+  for (int64_t rt = 0; rt < inputs.row_tiles; rt += 2) {
+    const int8_t* b_of_pair = inputs.digits.data() + rt * row_tile_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t g = b / blocks_per_group;
+      const bool group_starts = b % blocks_per_group == 0;
+      for (int64_t stripe = 0; stripe < 2 * passes; ++stripe) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        _tile_zero(4);
+        _tile_zero(5);
+        for (int64_t kb = b * kKPerBlock; kb < (b + 1) * kKPerBlock; ++kb) {
+          _tile_loadd(6, scratch.a.data() + ((stripe / 2 * k_blocks + kb) * 2 + stripe % 2) * kTileBytes,
+                      64);
+          const int8_t* first = b_of_pair + kb * kDigits * kTileBytes;
+          const int8_t* second = first + row_tile_bytes;
+          // Digit j of row tile r into C tile 2j + r: tdpbssd for 8-bit codes (signed),
+          // tdpbusd for 4-bit ones (0-15). Tile numbers are immediates, hence the macro.
+#define PLACER_DIGIT_PRODUCT(digits, c)  \
+  _tile_loadd(7, digits, 64);            \
+  if constexpr (Signed8) {               \
+    _tile_dpbssd(c, 6, 7);               \
+  } else {                               \
+    _tile_dpbusd(c, 6, 7);               \
+  }
+          PLACER_DIGIT_PRODUCT(first, 0)
+          PLACER_DIGIT_PRODUCT(first + kTileBytes, 2)
+          PLACER_DIGIT_PRODUCT(first + 2 * kTileBytes, 4)
+          PLACER_DIGIT_PRODUCT(second, 1)
+          PLACER_DIGIT_PRODUCT(second + kTileBytes, 3)
+          PLACER_DIGIT_PRODUCT(second + 2 * kTileBytes, 5)
+#undef PLACER_DIGIT_PRODUCT
+        }
+        _tile_stored(0, tile_sums[0], 64);
+        _tile_stored(1, tile_sums[1], 64);
+        _tile_stored(2, tile_sums[2], 64);
+        _tile_stored(3, tile_sums[3], 64);
+        _tile_stored(4, tile_sums[4], 64);
+        _tile_stored(5, tile_sums[5], 64);
+        for (int r = 0; r < 2; ++r) {
+          const int64_t row_tile = rt + r;
+          const __m512 steps = _mm512_loadu_ps(inputs.steps.data() + (row_tile * blocks + b) * kTileRows);
+          const __m512 group_sums = _mm512_loadu_ps(
+              inputs.group_sums.data() + (row_tile * op.groups + g) * kTileRows);
+          for (int64_t m = 0; m < kStripe; ++m) {
+            const int64_t o = stripe * kStripe + m;
+            float* acc = scratch.sums.data() + o * columns + row_tile * kTileRows;
+            const size_t block = static_cast<size_t>(o * op.groups + g);
+            const __m512 value = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(_mm512_load_si512(tile_sums[r][m])), radix2,
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(tile_sums[2 + r][m])), radix,
+                                _mm512_cvtepi32_ps(_mm512_load_si512(tile_sums[4 + r][m]))));
+            __m512 sum = b == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc);
+            sum = _mm512_fmadd_ps(value, _mm512_mul_ps(_mm512_set1_ps(scratch.scales[block]), steps),
+                                  sum);
+            if (group_starts) {
+              sum = _mm512_fmadd_ps(_mm512_set1_ps(scratch.offsets[block]), group_sums, sum);
+            }
+            _mm512_storeu_ps(acc, sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+// 16 inputs as 24-bit integers v = round(x · inverse) (or x / a · kDigitRange for a tiny block,
+// whose inverse overflows), cut into three signed bytes v = top · 2^16 + middle · 2^8 + low.
+__attribute__((target("avx512f,avx512bw,avx512dq"), always_inline)) inline void DigitsOf16(
+    const float* x, float a, float inverse, bool tiny, __m128i digits[kDigits]) {
+  const __m512 inputs = _mm512_loadu_ps(x);
+  const __m512 v_float =
+      tiny ? _mm512_mul_ps(_mm512_div_ps(inputs, _mm512_set1_ps(a)), _mm512_set1_ps(kDigitRange))
+           : _mm512_mul_ps(inputs, _mm512_set1_ps(inverse));
+  const __m512i v = _mm512_cvtps_epi32(v_float);  // round to nearest even
+  const __m512i low = _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24);
+  const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(v, low), 8);
+  const __m512i middle = _mm512_srai_epi32(_mm512_slli_epi32(rest, 24), 24);
+  const __m512i top = _mm512_srai_epi32(_mm512_sub_epi32(rest, middle), 8);
+  digits[0] = _mm512_cvtepi32_epi8(top);
+  digits[1] = _mm512_cvtepi32_epi8(middle);
+  digits[2] = _mm512_cvtepi32_epi8(low);
+}
+
+// Each row tile's k-blocks as B tiles: per digit, the 16 rows' 64 digits (16 quads each)
+// transposed so that tile row k holds quad k of every row. Rows past op.rows are zeros.
+__attribute__((target("avx512f,avx512bw,avx512dq"))) void ArrangeDigits(const QuantOperands& op,
+                                                                         DigitTileInputs* inputs) {
+  const int64_t k_blocks = op.in / kKBlock, blocks = op.in / kBlock;
+  const int64_t blocks_per_group = op.group_size / kBlock;
+  for (int64_t t = 0; t < inputs->row_tiles; ++t) {
+    const int64_t valid = std::clamp<int64_t>(op.rows - t * kTileRows, 0, kTileRows);
+    for (int64_t b = 0; b < blocks; ++b) {
+      float a[kTileRows] = {}, inverse[kTileRows] = {};
+      bool tiny[kTileRows] = {};
+      for (int64_t i = 0; i < valid; ++i) {
+        const int64_t row = t * kTileRows + i;
+        const float* x = op.x + row * op.in + b * kBlock;
+        __m512 biggest = _mm512_setzero_ps();
+        for (int64_t k = 0; k < kBlock; k += 16) {
+          biggest = _mm512_max_ps(biggest, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+        }
+        // A NaN or an infinity in the block makes its group sum one: 0 · sum keeps it in the
+        // step, so the row's outputs come out NaN.
+        a[i] = _mm512_reduce_max_ps(biggest) + 0.0f * op.x_group_sums[row * op.groups + b / blocks_per_group];
+        inputs->steps[static_cast<size_t>((t * blocks + b) * kTileRows + i)] = a[i] / kDigitRange;
+        inverse[i] = a[i] > 0 ? kDigitRange / a[i] : 0.0f;
+        // Below ~2^-105 the inverse overflows: such a block's inputs are divided by a instead.
+        tiny[i] = std::isinf(inverse[i]);
+      }
+      for (int64_t kb = b * kKPerBlock; kb < (b + 1) * kKPerBlock; ++kb) {
+        __m512i rows[kDigits][16];
+        for (int64_t i = 0; i < 16; ++i) {
+          if (i >= valid) {
+            for (int j = 0; j < kDigits; ++j) rows[j][i] = _mm512_setzero_si512();
+            continue;
+          }
+          const float* x = op.x + (t * kTileRows + i) * op.in + kb * kKBlock;
+          __m128i quarter[4][kDigits];
+          for (int q = 0; q < 4; ++q) DigitsOf16(x + 16 * q, a[i], inverse[i], tiny[i], quarter[q]);
+          for (int j = 0; j < kDigits; ++j) {
+            __m512i whole = _mm512_castsi128_si512(quarter[0][j]);
+            whole = _mm512_inserti32x4(whole, quarter[1][j], 1);
+            whole = _mm512_inserti32x4(whole, quarter[2][j], 2);
+            rows[j][i] = _mm512_inserti32x4(whole, quarter[3][j], 3);
+          }
+        }
+        int8_t* tiles = inputs->digits.data() + (t * k_blocks + kb) * kDigits * kTileBytes;
+        for (int j = 0; j < kDigits; ++j) {
+          __m512 as_floats[16];
+          for (int64_t i = 0; i < 16; ++i) as_floats[i] = _mm512_castsi512_ps(rows[j][i]);
+          Transpose16x16(as_floats);
+          for (int64_t k = 0; k < 16; ++k) {
+            _mm512_storeu_ps(tiles + j * kTileBytes + k * 64, as_floats[k]);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool DigitTilesRun() {
+  static const bool runs = [] {
+    const char* choice = std::getenv("PLACER_DIGIT_TILES");
+    if (choice != nullptr && std::strcmp(choice, "0") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("amx-int8") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           AmxTilesUsable();
+  }();
+  return runs;
+}
+
+bool DigitTilesApply(const loader::PackedLayout& layout) {
+  return (layout.bits == 4 || layout.bits == 8) && layout.group_size > 0 &&
+         layout.group_size % kBlock == 0 && layout.in % layout.group_size == 0;
+}
+
+DigitTileInputs& DigitTileInputsBuffer() {
+  thread_local DigitTileInputs inputs;
+  constexpr size_t kKeptBytes = size_t{1} << 22;
+  if (inputs.digits.capacity() > kKeptBytes) inputs = DigitTileInputs();
+  return inputs;
+}
+
+void ArrangeDigitTileInputs(const QuantOperands& op, DigitTileInputs* inputs) {
+  const int64_t blocks = op.in / kBlock;
+  int64_t row_tiles = (op.rows + kTileRows - 1) / kTileRows;
+  row_tiles += row_tiles % 2;
+  inputs->row_tiles = row_tiles;
+  inputs->digits.resize(static_cast<size_t>(row_tiles * op.in * kDigits * kTileRows));
+  inputs->steps.assign(static_cast<size_t>(row_tiles * blocks * kTileRows), 0.0f);
+  inputs->group_sums.assign(static_cast<size_t>(row_tiles * op.groups * kTileRows), 0.0f);
+  for (int64_t r = 0; r < op.rows; ++r) {
+    for (int64_t g = 0; g < op.groups; ++g) {
+      inputs->group_sums[static_cast<size_t>(((r / kTileRows) * op.groups + g) * kTileRows +
+                                             r % kTileRows)] = op.x_group_sums[r * op.groups + g];
+    }
+  }
+  ArrangeDigits(op, inputs);
+}
+
+void QuantizedChunkRowsDigitTiles(const QuantOperands& op, const DigitTileInputs& inputs,
+                                  int64_t n0, int64_t n1) {
+  thread_local Scratch scratch;
+  ConfigureSquareTiles();
+  for (int64_t s0 = n0; s0 < n1; s0 += kMostOutputs) {
+    const int64_t count = std::min(kMostOutputs, n1 - s0);
+    const int64_t passes = LayOutOutputs(op, s0, count, scratch);
+    if (op.bits == 8) {
+      MultiplyOutputs<true>(op, inputs, passes, scratch);
+    } else {
+      MultiplyOutputs<false>(op, inputs, passes, scratch);
+    }
+    StoreTileOutputSums(op, scratch.sums.data(), inputs.row_tiles * kTileRows, s0, count);
+  }
+  ReleaseTiles();
+  constexpr size_t kKeptBytes = size_t{1} << 22;
+  if (scratch.a.capacity() > kKeptBytes || scratch.sums.capacity() > kKeptBytes / 4) {
+    scratch = Scratch();
+  }
+}
+
+}  // namespace placer::model
+
+#pragma GCC diagnostic pop
