@@ -33,8 +33,8 @@ std::string PackedKernelsNote(loader::DType compute) {
     tiles = "AMX-INT8 for prompt chunks of 4-bit and 8-bit weights in groups of 128s (each block "
             "of 128 inputs as 24-bit integers, within 2^-22 of its largest input)" +
             std::string(QuantizedTilesKernelRuns()
-                            ? " and AMX tdpbf16ps for those in groups of 64 (each input as three "
-                              "BF16 parts, exact products)"
+                            ? " and AMX tdpbf16ps for other groups of 64 or more (each input as "
+                              "three BF16 parts, exact products)"
                             : "") +
             "; ";
   } else if (compute == loader::DType::kF32 && QuantizedTilesKernelRuns()) {

@@ -378,8 +378,8 @@ TEST_F(QuantizedTiles, TheStartLogNoteNamesItForF32AndBf16Rows) {
                         0),
               0u)
         << f32;
-    EXPECT_NE(f32.find("and AMX tdpbf16ps for those in groups of 64 (each input as three BF16 "
-                       "parts, exact products); "),
+    EXPECT_NE(f32.find("and AMX tdpbf16ps for other groups of 64 or more (each input as three "
+                       "BF16 parts, exact products); "),
               std::string::npos)
         << f32;
   } else {
