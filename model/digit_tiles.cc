@@ -25,6 +25,7 @@
 #include "model/amx_tiles.h"
 #include "model/packed_block_header.h"
 #include "model/register_transpose.h"
+#include "model/spinning_workers.h"
 #include "model/tile_output_sums.h"
 
 namespace placer::model {
@@ -205,10 +206,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq"), always_inline)) inline void 
 // Each row tile's k-blocks as B tiles: per digit, the 16 rows' 64 digits (16 quads each)
 // transposed so that tile row k holds quad k of every row. Rows past op.rows are zeros.
 __attribute__((target("avx512f,avx512bw,avx512dq"))) void ArrangeDigits(const QuantOperands& op,
-                                                                         DigitTileInputs* inputs) {
+                                                                         DigitTileInputs* inputs,
+                                                                         int64_t t0, int64_t t1) {
   const int64_t k_blocks = op.in / kKBlock, blocks = op.in / kBlock;
   const int64_t blocks_per_group = op.group_size / kBlock;
-  for (int64_t t = 0; t < inputs->row_tiles; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const int64_t valid = std::clamp<int64_t>(op.rows - t * kTileRows, 0, kTileRows);
     for (int64_t b = 0; b < blocks; ++b) {
       float a[kTileRows] = {}, inverse[kTileRows] = {};
@@ -299,7 +301,12 @@ void ArrangeDigitTileInputs(const QuantOperands& op, DigitTileInputs* inputs) {
                                              r % kTileRows)] = op.x_group_sums[r * op.groups + g];
     }
   }
-  ArrangeDigits(op, inputs);
+  // Row tiles on the kernels' threads: on the calling thread alone, the helpers waited out
+  // the digits of every prompt chunk (in-process prefill of the small preset ~5 % faster).
+  const SpinningWorkers::RangeFn arrange = [&](int64_t t0, int64_t t1) {
+    ArrangeDigits(op, inputs, t0, t1);
+  };
+  if (!SpinningWorkers::Shared().TryRun(row_tiles, arrange)) arrange(0, row_tiles);
 }
 
 void QuantizedChunkRowsDigitTiles(const QuantOperands& op, const DigitTileInputs& inputs,

@@ -115,7 +115,8 @@ std::vector<at::Tensor> DigitTileProducts(const at::Tensor& x, const std::vector
       x, weights, biases, [&](const QuantOperands& op) { ArrangeDigitTileInputs(op, &inputs); },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {
         QuantizedChunkRowsDigitTiles(op, inputs, n0, n1);
-      });
+      },
+      kDigitTileOutputsPerTask);
 }
 
 std::vector<at::Tensor> Int4DigitChunkProducts(const at::Tensor& x,

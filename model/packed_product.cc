@@ -77,7 +77,8 @@ bool PackedWeightsShareInputs(const std::vector<at::Tensor>& weights) {
 std::vector<at::Tensor> RunPackedProducts(
     const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
     const std::function<void(const QuantOperands&)>& prepare,
-    const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs) {
+    const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs,
+    int64_t outputs_per_task) {
   TORCH_CHECK(!weights.empty() && weights.size() == biases.size(),
               "RunPackedProducts: one bias (or none) per weight");
   const size_t count = weights.size();
@@ -140,7 +141,7 @@ std::vector<at::Tensor> RunPackedProducts(
                                 layout.block_bytes(),
                                 StreamAheadRows(groups * layout.block_bytes())});
     first_task[i + 1] =
-        first_task[i] + (layout.out + kPackedOutputsPerTask - 1) / kPackedOutputsPerTask;
+        first_task[i] + (layout.out + outputs_per_task - 1) / outputs_per_task;
   }
   prepare(ops[0]);
   std::vector<c10::BFloat16*> bf16_outputs(count, nullptr);
@@ -152,8 +153,8 @@ std::vector<at::Tensor> RunPackedProducts(
       if (begin >= first_task[i + 1]) continue;
       const int64_t stop = std::min(end, first_task[i + 1]);
       const int64_t out = ops[i].out;
-      const int64_t n0 = (begin - first_task[i]) * kPackedOutputsPerTask;
-      const int64_t n1 = std::min(out, (stop - first_task[i]) * kPackedOutputsPerTask);
+      const int64_t n0 = (begin - first_task[i]) * outputs_per_task;
+      const int64_t n1 = std::min(out, (stop - first_task[i]) * outputs_per_task);
       outputs(ops[i], n0, n1);
       // BF16 results rounded by the task that computed them, while they are in its cache: on
       // the calling thread after the loop, a ~1.1B decode step's ~0.4M roundings ran while

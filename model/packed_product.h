@@ -37,11 +37,14 @@ bool PackedWeightsShareInputs(const std::vector<at::Tensor>& weights);
 // sees the first weight's operands; it may use only what the weights share), and one parallel
 // loop over every weight's tasks, so a decode step waits for its helpers once instead of once
 // a weight. Each output is computed exactly as RunPackedProduct would compute it alone.
-// `biases` holds one (possibly undefined) tensor per weight.
+// `biases` holds one (possibly undefined) tensor per weight. A kernel whose outputs do not
+// depend on where a task starts may ask for other `outputs_per_task` (smaller: a shorter last
+// task for the other threads to wait out).
 std::vector<at::Tensor> RunPackedProducts(
     const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
     const std::function<void(const QuantOperands&)>& prepare,
-    const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs);
+    const std::function<void(const QuantOperands&, int64_t, int64_t)>& outputs,
+    int64_t outputs_per_task = kPackedOutputsPerTask);
 
 // The calling thread's buffer for inputs arranged in a kernel's own order, reused by its next
 // call; a long prompt's is given back (as RunPackedProduct gives back its buffers).

@@ -125,7 +125,8 @@ TEST_F(DigitTiles, EveryEightBitCodeIsRightToFloatRounding) {
 TEST_F(DigitTiles, ARowIsTheSameAloneInAnyChunkAndAtEitherThreadCount) {
   for (int bits : {4, 8}) {
     SCOPED_TRACE(testing::Message() << bits << " bits");
-    // 67 outputs: two passes of 32 and a tail of 3, two tasks over two threads.
+    // 67 outputs: three tasks of 32 (the last 3) over two threads; 70 rows: six row tiles of
+    // digits arranged over two threads.
     const at::Tensor packed = Pack(bits, 67, 512, 128, 21);
     const at::Tensor bias = SeededRandn({67}, 22);
     ExpectEachRowTheSameAloneInAnyChunkAndAtEitherThreadCount(
