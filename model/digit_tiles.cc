@@ -2,8 +2,7 @@
 // promises).
 //
 // A call's outputs go up to 128 at a time: their codes are laid out for the whole input as
-// bytes in a per-thread buffer (A tiles of 16 outputs x 64 codes in input order: 4-bit codes
-// unpacked, 8-bit ones copied), then for each pair of row tiles, each block of 128 inputs and
+// bytes in a per-thread buffer (code_tiles.h, in input order), then for each pair of row tiles, each block of 128 inputs and
 // each stripe of 16 outputs, six C tiles (3 digits x 2 row tiles) sum the block's two k-blocks,
 // fed per k-block by one A load and six B loads (the block's B tiles, 12 KiB, stay in L1 across
 // stripes); at the block's end the six C tiles are stored and their digit sums combined and
@@ -23,7 +22,7 @@
 #include <cstring>
 
 #include "model/amx_tiles.h"
-#include "model/packed_block_header.h"
+#include "model/code_tiles.h"
 #include "model/register_transpose.h"
 #include "model/spinning_workers.h"
 #include "model/tile_output_sums.h"
@@ -31,86 +30,22 @@
 namespace placer::model {
 namespace {
 
-using loader::kPackedBlockHeaderBytes;
-
-constexpr int64_t kTileRows = 16;                   // chunk rows per B tile
-constexpr int64_t kStripe = 16;                     // outputs per A tile
-constexpr int64_t kKBlock = 64;                     // inputs per tile product
-constexpr int64_t kBlock = 128;                     // inputs per step t
+constexpr int64_t kTileRows = 16;  // chunk rows per B tile
+constexpr int64_t kStripe = kCodeTileOutputs;
+constexpr int64_t kKBlock = kCodeTileInputs;
+constexpr int64_t kBlock = 128;    // inputs per step t
 constexpr int64_t kKPerBlock = kBlock / kKBlock;
 constexpr int64_t kDigits = 3;
-constexpr int64_t kTileBytes = 16 * 64;             // every tile: 16 rows of 64 bytes
-constexpr int64_t kPairOutputs = 2 * kStripe;       // outputs laid out per pass
-constexpr int64_t kMostOutputs = 4 * kPairOutputs;  // outputs laid out at once
+constexpr int64_t kTileBytes = kCodeTileBytes;  // every tile: 16 rows of 64 bytes
+constexpr int64_t kPairOutputs = kCodePassOutputs;
 // The largest |v|: 127 · 2^16, so that the top digit stays within [-127, 127].
 constexpr float kDigitRange = 127.0f * 65536.0f;
-
-struct Scratch {
-  std::vector<uint8_t> a;              // [passes][in / 64][2][16][64]: A tiles by k-block
-  std::vector<float> scales, offsets;  // [passes · 32][groups]
-  std::vector<float> sums;             // [passes · 32][row_tiles · 16]
-};
-
-// One output's 64 codes of k-block `kb_in_group` into `to`, in input order: 8-bit codes as
-// stored; 4-bit ones from 32 payload bytes (byte j of each 16: input j in its low nibble,
-// 16 + j in its high one), each 16 bytes placed twice and the second copy shifted by 4.
-__attribute__((target("avx512f,avx512bw"), always_inline)) inline void LayOutCodes(
-    const QuantOperands& op, const uint8_t* block, int64_t kb_in_group, uint8_t* to) {
-  const uint8_t* payload = block + kPackedBlockHeaderBytes;
-  if (op.bits == 8) {
-    _mm512_storeu_si512(to, _mm512_loadu_si512(payload + kb_in_group * kKBlock));
-    return;
-  }
-  const __m512i twice = _mm512_permutexvar_epi64(
-      _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
-      _mm512_castsi256_si512(_mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(payload + kb_in_group * kKBlock / 2))));
-  const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-  _mm512_storeu_si512(to, _mm512_and_si512(_mm512_srlv_epi64(twice, shifts), _mm512_set1_epi8(0x0F)));
-}
-
-// Outputs [s0, s0 + count) (count <= kMostOutputs) laid out into scratch.a, their blocks' s and
-// m alongside; the outputs past count up to a whole pass as zero codes. Returns the passes.
-__attribute__((target("avx512f,avx512bw"))) int64_t LayOutOutputs(const QuantOperands& op,
-                                                                  int64_t s0, int64_t count,
-                                                                  Scratch& scratch) {
-  const int64_t k_blocks = op.in / kKBlock, per_group = op.group_size / kKBlock;
-  const int64_t passes = (count + kPairOutputs - 1) / kPairOutputs;
-  scratch.a.resize(static_cast<size_t>(passes * k_blocks * 2 * kTileBytes));
-  scratch.scales.resize(static_cast<size_t>(passes * kPairOutputs * op.groups));
-  scratch.offsets.resize(static_cast<size_t>(passes * kPairOutputs * op.groups));
-  for (int64_t o = 0; o < passes * kPairOutputs; ++o) {
-    const int64_t pass = o / kPairOutputs, in_pass = o % kPairOutputs;
-    uint8_t* codes_of_o = scratch.a.data() + pass * k_blocks * 2 * kTileBytes +
-                          (in_pass / kStripe) * kTileBytes + (in_pass % kStripe) * kKBlock;
-    float* scales = scratch.scales.data() + o * op.groups;
-    float* offsets = scratch.offsets.data() + o * op.groups;
-    if (o >= count) {
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        std::memset(codes_of_o + kb * 2 * kTileBytes, 0, kKBlock);
-      }
-      std::fill_n(scales, op.groups, 0.0f);
-      std::fill_n(offsets, op.groups, 0.0f);
-      continue;
-    }
-    const uint8_t* blocks = op.w + (s0 + o) * op.groups * op.block_bytes;
-    for (int64_t g = 0; g < op.groups; ++g) {
-      const uint8_t* block = blocks + g * op.block_bytes;
-      scales[g] = BlockScale(block);
-      offsets[g] = BlockOffset(block);
-      for (int64_t run = 0; run < per_group; ++run) {
-        LayOutCodes(op, block, run, codes_of_o + (g * per_group + run) * 2 * kTileBytes);
-      }
-    }
-  }
-  return passes;
-}
 
 // Every row tile pair by the laid-out outputs into scratch.sums. Tiles: 0-5 sums (digit j of
 // row tile r in tile 2j + r), 6 a stripe's codes, 7 a row tile's digit.
 template <bool Signed8>
 __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
-    const QuantOperands& op, const DigitTileInputs& inputs, int64_t passes, Scratch& scratch) {
+    const QuantOperands& op, const DigitTileInputs& inputs, int64_t passes, CodeTiles& scratch) {
   const int64_t k_blocks = op.in / kKBlock, blocks = op.in / kBlock;
   const int64_t blocks_per_group = op.group_size / kBlock;
   const int64_t columns = inputs.row_tiles * kTileRows;
@@ -131,8 +66,7 @@ __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
         _tile_zero(4);
         _tile_zero(5);
         for (int64_t kb = b * kKPerBlock; kb < (b + 1) * kKPerBlock; ++kb) {
-          _tile_loadd(6, scratch.a.data() + ((stripe / 2 * k_blocks + kb) * 2 + stripe % 2) * kTileBytes,
-                      64);
+          _tile_loadd(6, CodeTile(scratch, k_blocks, stripe / 2, kb, stripe % 2), 64);
           const int8_t* first = b_of_pair + kb * kDigits * kTileBytes;
           const int8_t* second = first + row_tile_bytes;
           // Digit j of row tile r into C tile 2j + r: tdpbssd for 8-bit codes (signed),
@@ -311,11 +245,11 @@ void ArrangeDigitTileInputs(const QuantOperands& op, DigitTileInputs* inputs) {
 
 void QuantizedChunkRowsDigitTiles(const QuantOperands& op, const DigitTileInputs& inputs,
                                   int64_t n0, int64_t n1) {
-  thread_local Scratch scratch;
+  CodeTiles& scratch = ThreadCodeTiles();
   ConfigureSquareTiles();
-  for (int64_t s0 = n0; s0 < n1; s0 += kMostOutputs) {
-    const int64_t count = std::min(kMostOutputs, n1 - s0);
-    const int64_t passes = LayOutOutputs(op, s0, count, scratch);
+  for (int64_t s0 = n0; s0 < n1; s0 += kMostCodeOutputs) {
+    const int64_t count = std::min(kMostCodeOutputs, n1 - s0);
+    const int64_t passes = LayOutCodeTiles(op, s0, count, NibbleOrder::kInputs, scratch);
     if (op.bits == 8) {
       MultiplyOutputs<true>(op, inputs, passes, scratch);
     } else {
@@ -324,10 +258,7 @@ void QuantizedChunkRowsDigitTiles(const QuantOperands& op, const DigitTileInputs
     StoreTileOutputSums(op, scratch.sums.data(), inputs.row_tiles * kTileRows, s0, count);
   }
   ReleaseTiles();
-  constexpr size_t kKeptBytes = size_t{1} << 22;
-  if (scratch.a.capacity() > kKeptBytes || scratch.sums.capacity() > kKeptBytes / 4) {
-    scratch = Scratch();
-  }
+  TrimCodeTiles(scratch);
 }
 
 }  // namespace placer::model

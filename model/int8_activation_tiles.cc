@@ -2,8 +2,8 @@
 // promises).
 //
 // A call's outputs go up to 128 at a time: their codes are laid out for the whole input in a
-// per-thread buffer (A tiles of 16 outputs x 64 codes, 32 outputs a pass; 4-bit codes unpacked
-// in the order the activations' codes are stored, 8-bit ones copied), then for each pair of row
+// per-thread buffer (code_tiles.h; 4-bit codes in the order the activations' codes are
+// stored), then for each pair of row
 // tiles and each activation block, every pass runs the block's k-blocks as four C tiles (2
 // stripes x 2 row tiles) fed by 2 A and 2 B loads, and the four C tiles' int32 sums are scaled
 // into the outputs' float32 sums ([output][row]); at the end the sums go to y
@@ -22,80 +22,18 @@
 #include <cstring>
 
 #include "model/amx_tiles.h"
-#include "model/packed_block_header.h"
+#include "model/code_tiles.h"
 #include "model/register_transpose.h"
 #include "model/tile_output_sums.h"
 
 namespace placer::model {
 namespace {
 
-using loader::kPackedBlockHeaderBytes;
-
-constexpr int64_t kTileRows = 16;                   // chunk rows per B tile
-constexpr int64_t kStripe = 16;                     // outputs per A tile
-constexpr int64_t kKBlock = 64;                     // inputs per tile product
-constexpr int64_t kTileBytes = 16 * 64;             // every tile: 16 rows of 64 bytes
-constexpr int64_t kPairOutputs = 2 * kStripe;       // outputs per pass
-constexpr int64_t kMostOutputs = 4 * kPairOutputs;  // outputs laid out at once
-
-struct Scratch {
-  std::vector<uint8_t> a;              // [passes][in / 64][2][16][64]: A tiles by k-block
-  std::vector<float> scales, offsets;  // [passes · 32][groups]
-  std::vector<float> sums;             // [passes · 32][row_tiles · 16]
-};
-
-// One output's 64 codes of k-block `kb` into `to`: 8-bit codes as stored (input order, as the
-// activations' codes), 4-bit ones unpacked as the VNNI kernel unpacks them (32 payload bytes in
-// both halves, shifted by 0 and 4: inputs 0-15, 32-47, 16-31, 48-63, the activations' order).
-__attribute__((target("avx512f,avx512bw"), always_inline)) inline void LayOutCodes(
-    const QuantOperands& op, const uint8_t* block, int64_t kb_in_group, uint8_t* to) {
-  const uint8_t* payload = block + kPackedBlockHeaderBytes;
-  if (op.bits == 8) {
-    _mm512_storeu_si512(to, _mm512_loadu_si512(payload + kb_in_group * kKBlock));
-    return;
-  }
-  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i both = _mm512_broadcast_i64x4(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(payload + kb_in_group * kKBlock / 2)));
-  _mm512_storeu_si512(to, _mm512_and_si512(_mm512_srlv_epi64(both, shifts), _mm512_set1_epi8(0x0F)));
-}
-
-// Outputs [s0, s0 + count) (count <= kMostOutputs) laid out into scratch.a, their blocks' s and
-// m alongside; the outputs past count up to a whole pass as zero codes. Returns the passes.
-__attribute__((target("avx512f,avx512bw"))) int64_t LayOutOutputs(const QuantOperands& op,
-                                                                  int64_t s0, int64_t count,
-                                                                  Scratch& scratch) {
-  const int64_t k_blocks = op.in / kKBlock, per_group = op.group_size / kKBlock;
-  const int64_t passes = (count + kPairOutputs - 1) / kPairOutputs;
-  scratch.a.resize(static_cast<size_t>(passes * k_blocks * 2 * kTileBytes));
-  scratch.scales.resize(static_cast<size_t>(passes * kPairOutputs * op.groups));
-  scratch.offsets.resize(static_cast<size_t>(passes * kPairOutputs * op.groups));
-  for (int64_t o = 0; o < passes * kPairOutputs; ++o) {
-    const int64_t pass = o / kPairOutputs, in_pass = o % kPairOutputs;
-    uint8_t* codes_of_o = scratch.a.data() + pass * k_blocks * 2 * kTileBytes +
-                          (in_pass / kStripe) * kTileBytes + (in_pass % kStripe) * kKBlock;
-    float* scales = scratch.scales.data() + o * op.groups;
-    float* offsets = scratch.offsets.data() + o * op.groups;
-    if (o >= count) {
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        std::memset(codes_of_o + kb * 2 * kTileBytes, 0, kKBlock);
-      }
-      std::fill_n(scales, op.groups, 0.0f);
-      std::fill_n(offsets, op.groups, 0.0f);
-      continue;
-    }
-    const uint8_t* blocks = op.w + (s0 + o) * op.groups * op.block_bytes;
-    for (int64_t g = 0; g < op.groups; ++g) {
-      const uint8_t* block = blocks + g * op.block_bytes;
-      scales[g] = BlockScale(block);
-      offsets[g] = BlockOffset(block);
-      for (int64_t run = 0; run < per_group; ++run) {
-        LayOutCodes(op, block, run, codes_of_o + (g * per_group + run) * 2 * kTileBytes);
-      }
-    }
-  }
-  return passes;
-}
+constexpr int64_t kTileRows = 16;  // chunk rows per B tile
+constexpr int64_t kStripe = kCodeTileOutputs;
+constexpr int64_t kKBlock = kCodeTileInputs;
+constexpr int64_t kTileBytes = kCodeTileBytes;  // every tile: 16 rows of 64 bytes
+constexpr int64_t kPairOutputs = kCodePassOutputs;
 
 // Every row tile pair by the laid-out outputs into scratch.sums. Tiles: 0-3 sums (stripe 0 x
 // row tiles 0, 1; stripe 1 x row tiles 0, 1), 4-5 a pass's stripes' codes, 6-7 the row tiles'
@@ -103,7 +41,7 @@ __attribute__((target("avx512f,avx512bw"))) int64_t LayOutOutputs(const QuantOpe
 template <bool Signed8>
 __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
     const QuantOperands& op, const Int8ActivationTileInputs& inputs, int64_t passes,
-    Scratch& scratch) {
+    CodeTiles& scratch) {
   const int64_t k_blocks = op.in / kKBlock, blocks = op.in / inputs.block;
   const int64_t k_per_block = inputs.block / kKBlock, blocks_per_group = op.group_size / inputs.block;
   const int64_t columns = inputs.row_tiles * kTileRows, row_tile_bytes = k_blocks * kTileBytes;
@@ -121,9 +59,8 @@ __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
         _tile_zero(2);
         _tile_zero(3);
         for (int64_t kb = b * k_per_block; kb < (b + 1) * k_per_block; ++kb) {
-          const uint8_t* a = scratch.a.data() + (pass * k_blocks + kb) * 2 * kTileBytes;
-          _tile_loadd(4, a, 64);
-          _tile_loadd(5, a + kTileBytes, 64);
+          _tile_loadd(4, CodeTile(scratch, k_blocks, pass, kb, 0), 64);
+          _tile_loadd(5, CodeTile(scratch, k_blocks, pass, kb, 1), 64);
           _tile_loadd(6, b0 + kb * kTileBytes, 64);
           _tile_loadd(7, b1 + kb * kTileBytes, 64);
           if constexpr (Signed8) {
@@ -240,11 +177,11 @@ void ArrangeInt8ActivationTileInputs(const QuantOperands& op, Int8ActivationTile
 void QuantizedChunkRowsInt8ActivationTiles(const QuantOperands& op,
                                            const Int8ActivationTileInputs& inputs, int64_t n0,
                                            int64_t n1) {
-  thread_local Scratch scratch;
+  CodeTiles& scratch = ThreadCodeTiles();
   ConfigureSquareTiles();
-  for (int64_t s0 = n0; s0 < n1; s0 += kMostOutputs) {
-    const int64_t count = std::min(kMostOutputs, n1 - s0);
-    const int64_t passes = LayOutOutputs(op, s0, count, scratch);
+  for (int64_t s0 = n0; s0 < n1; s0 += kMostCodeOutputs) {
+    const int64_t count = std::min(kMostCodeOutputs, n1 - s0);
+    const int64_t passes = LayOutCodeTiles(op, s0, count, NibbleOrder::kVnni, scratch);
     if (op.bits == 8) {
       MultiplyOutputs<true>(op, inputs, passes, scratch);
     } else {
@@ -253,10 +190,7 @@ void QuantizedChunkRowsInt8ActivationTiles(const QuantOperands& op,
     StoreTileOutputSums(op, scratch.sums.data(), inputs.row_tiles * kTileRows, s0, count);
   }
   ReleaseTiles();
-  constexpr size_t kKeptBytes = size_t{1} << 22;
-  if (scratch.a.capacity() > kKeptBytes || scratch.sums.capacity() > kKeptBytes / 4) {
-    scratch = Scratch();
-  }
+  TrimCodeTiles(scratch);
 }
 
 }  // namespace placer::model
