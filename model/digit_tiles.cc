@@ -17,12 +17,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "model/amx_tiles.h"
 #include "model/code_tiles.h"
+#include "model/input_digits.h"
 #include "model/register_transpose.h"
 #include "model/spinning_workers.h"
 #include "model/tile_output_sums.h"
@@ -33,13 +33,11 @@ namespace {
 constexpr int64_t kTileRows = 16;  // chunk rows per B tile
 constexpr int64_t kStripe = kCodeTileOutputs;
 constexpr int64_t kKBlock = kCodeTileInputs;
-constexpr int64_t kBlock = 128;    // inputs per step t
+constexpr int64_t kBlock = kDigitBlock;  // inputs per step t
 constexpr int64_t kKPerBlock = kBlock / kKBlock;
 constexpr int64_t kDigits = 3;
 constexpr int64_t kTileBytes = kCodeTileBytes;  // every tile: 16 rows of 64 bytes
 constexpr int64_t kPairOutputs = kCodePassOutputs;
-// The largest |v|: 127 · 2^16, so that the top digit stays within [-127, 127].
-constexpr float kDigitRange = 127.0f * 65536.0f;
 
 // Every row tile pair by the laid-out outputs into scratch.sums. Tiles: 0-5 sums (digit j of
 // row tile r in tile 2j + r), 6 a stripe's codes, 7 a row tile's digit.
@@ -119,24 +117,6 @@ __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
   }
 }
 
-// 16 inputs as 24-bit integers v = round(x · inverse) (or x / a · kDigitRange for a tiny block,
-// whose inverse overflows), cut into three signed bytes v = top · 2^16 + middle · 2^8 + low.
-__attribute__((target("avx512f,avx512bw,avx512dq"), always_inline)) inline void DigitsOf16(
-    const float* x, float a, float inverse, bool tiny, __m128i digits[kDigits]) {
-  const __m512 inputs = _mm512_loadu_ps(x);
-  const __m512 v_float =
-      tiny ? _mm512_mul_ps(_mm512_div_ps(inputs, _mm512_set1_ps(a)), _mm512_set1_ps(kDigitRange))
-           : _mm512_mul_ps(inputs, _mm512_set1_ps(inverse));
-  const __m512i v = _mm512_cvtps_epi32(v_float);  // round to nearest even
-  const __m512i low = _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24);
-  const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(v, low), 8);
-  const __m512i middle = _mm512_srai_epi32(_mm512_slli_epi32(rest, 24), 24);
-  const __m512i top = _mm512_srai_epi32(_mm512_sub_epi32(rest, middle), 8);
-  digits[0] = _mm512_cvtepi32_epi8(top);
-  digits[1] = _mm512_cvtepi32_epi8(middle);
-  digits[2] = _mm512_cvtepi32_epi8(low);
-}
-
 // Each row tile's k-blocks as B tiles: per digit, the 16 rows' 64 digits (16 quads each)
 // transposed so that tile row k holds quad k of every row. Rows past op.rows are zeros.
 __attribute__((target("avx512f,avx512bw,avx512dq"))) void ArrangeDigits(const QuantOperands& op,
@@ -147,22 +127,12 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void ArrangeDigits(const Qu
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t valid = std::clamp<int64_t>(op.rows - t * kTileRows, 0, kTileRows);
     for (int64_t b = 0; b < blocks; ++b) {
-      float a[kTileRows] = {}, inverse[kTileRows] = {};
-      bool tiny[kTileRows] = {};
+      DigitScale scales[kTileRows];
       for (int64_t i = 0; i < valid; ++i) {
         const int64_t row = t * kTileRows + i;
-        const float* x = op.x + row * op.in + b * kBlock;
-        __m512 biggest = _mm512_setzero_ps();
-        for (int64_t k = 0; k < kBlock; k += 16) {
-          biggest = _mm512_max_ps(biggest, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
-        }
-        // A NaN or an infinity in the block makes its group sum one: 0 · sum keeps it in the
-        // step, so the row's outputs come out NaN.
-        a[i] = _mm512_reduce_max_ps(biggest) + 0.0f * op.x_group_sums[row * op.groups + b / blocks_per_group];
-        inputs->steps[static_cast<size_t>((t * blocks + b) * kTileRows + i)] = a[i] / kDigitRange;
-        inverse[i] = a[i] > 0 ? kDigitRange / a[i] : 0.0f;
-        // Below ~2^-105 the inverse overflows: such a block's inputs are divided by a instead.
-        tiny[i] = std::isinf(inverse[i]);
+        scales[i] = DigitScaleOf(op.x + row * op.in + b * kBlock,
+                                 op.x_group_sums[row * op.groups + b / blocks_per_group]);
+        inputs->steps[static_cast<size_t>((t * blocks + b) * kTileRows + i)] = scales[i].step;
       }
       for (int64_t kb = b * kKPerBlock; kb < (b + 1) * kKPerBlock; ++kb) {
         __m512i rows[kDigits][16];
@@ -173,7 +143,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void ArrangeDigits(const Qu
           }
           const float* x = op.x + (t * kTileRows + i) * op.in + kb * kKBlock;
           __m128i quarter[4][kDigits];
-          for (int q = 0; q < 4; ++q) DigitsOf16(x + 16 * q, a[i], inverse[i], tiny[i], quarter[q]);
+          for (int q = 0; q < 4; ++q) DigitsOf16(x + 16 * q, scales[i], quarter[q]);
           for (int j = 0; j < kDigits; ++j) {
             __m512i whole = _mm512_castsi128_si512(quarter[0][j]);
             whole = _mm512_inserti32x4(whole, quarter[1][j], 1);

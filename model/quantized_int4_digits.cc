@@ -15,7 +15,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "model/packed_block_header.h"
@@ -31,8 +30,6 @@ constexpr int64_t kSpan = 64;
 constexpr int64_t kSpansPerBlock = kDigitBlock / kSpan;
 constexpr int64_t kDigits = 3;
 constexpr int64_t kBlockDigitBytes = kDigits * kDigitBlock;
-// The largest |v|: 127 · 2^16, so that the top digit stays within [-127, 127].
-constexpr float kDigitRange = 127.0f * 65536.0f;
 // Weight rows ahead that a row prefetches (quantized_int4_bf16.cc's reason).
 constexpr int64_t kRowsAhead = 4;
 
@@ -47,35 +44,18 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
                                                                          float group_sum,
                                                                          int8_t* digits,
                                                                          float* step) {
-  __m512 biggest = _mm512_setzero_ps();
-  for (int64_t i = 0; i < kDigitBlock; i += 16) {
-    biggest = _mm512_max_ps(biggest, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
-  }
-  // A NaN or an infinity in the block makes its sum one: 0 · sum keeps it in the step, so the
-  // block's products come out non-finite as the float kernel's would.
-  const float a = _mm512_reduce_max_ps(biggest) + 0.0f * group_sum;
-  *step = a / kDigitRange;
-  const float inverse = a > 0 ? kDigitRange / a : 0.0f;
-  // Below ~2^-105 the inverse overflows: such a block's inputs are divided by a instead (their
-  // step is then subnormal, and its products keep float32's absolute error near zero).
-  const bool tiny = std::isinf(inverse);
+  const DigitScale scale = DigitScaleOf(x, group_sum);
+  *step = scale.step;
   for (int64_t s = 0; s < kSpansPerBlock; ++s) {
     int8_t* out = digits + s * kDigits * kSpan;
     for (int k = 0; k < 4; ++k) {
       // Unpack lanes 16k..16k+15 hold inputs: k = 0: 0-15, 1: 32-47, 2: 16-31, 3: 48-63.
       static constexpr int kFirstInput[4] = {0, 32, 16, 48};
-      const __m512 inputs = _mm512_loadu_ps(x + s * kSpan + kFirstInput[k]);
-      const __m512 v_float =
-          tiny ? _mm512_mul_ps(_mm512_div_ps(inputs, _mm512_set1_ps(a)), _mm512_set1_ps(kDigitRange))
-               : _mm512_mul_ps(inputs, _mm512_set1_ps(inverse));
-      const __m512i v = _mm512_cvtps_epi32(v_float);  // round to nearest even
-      const __m512i low = _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24);
-      const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(v, low), 8);
-      const __m512i middle = _mm512_srai_epi32(_mm512_slli_epi32(rest, 24), 24);
-      const __m512i top = _mm512_srai_epi32(_mm512_sub_epi32(rest, middle), 8);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 0 * kSpan + 16 * k), _mm512_cvtepi32_epi8(top));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 1 * kSpan + 16 * k), _mm512_cvtepi32_epi8(middle));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * kSpan + 16 * k), _mm512_cvtepi32_epi8(low));
+      __m128i split[kDigits];
+      DigitsOf16(x + s * kSpan + kFirstInput[k], scale, split);
+      for (int j = 0; j < kDigits; ++j) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * kSpan + 16 * k), split[j]);
+      }
     }
   }
 }

@@ -29,11 +29,10 @@
 #include <vector>
 
 #include "loader/quantized_layout.h"
+#include "model/input_digits.h"
 #include "model/quantized_kernels.h"
 
 namespace placer::model {
-
-inline constexpr int64_t kDigitBlock = 128;
 
 // AVX-512 F, BW, DQ and VNNI.
 bool Int4DigitsKernelRuns();
