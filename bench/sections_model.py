@@ -216,13 +216,19 @@ def llama_cpp_rows(raw, prompt, results):
             os.path.join(raw, f"placer_grpc_{name_part}.jsonl")) else []
         if not peer_runs or not ours:
             continue
+        prompt_file = os.path.join(raw, f"placer_grpc_prompt_{name_part}.jsonl")
+        our_prompts = load_jsonl(raw, os.path.basename(prompt_file)) if os.path.exists(prompt_file) else []
         peer_decode = statistics.median(t["avg_ts"] for r in peer_runs for t in r if t["n_gen"] > 0)
-        peer_prefill = statistics.median(t["avg_ts"] for r in peer_runs for t in r
-                                         if t["n_prompt"] > 0 and t["n_gen"] == 0)
+        # Each timed repetition of a prompt (samples_ns; older raw outputs: the average).
+        peer_prefill = statistics.median(
+            s for r in peer_runs for t in r if t["n_prompt"] > 0 and t["n_gen"] == 0
+            for s in ([t["n_prompt"] * 1e9 / ns for ns in t["samples_ns"]] if "samples_ns" in t
+                      else [t["avg_ts"]]))
         our_decode = 1 / statistics.median(s for r in ours for s in r["step_seconds"][0])
-        our_prefill = prompt / statistics.median(r["ttft_seconds"][0] for r in ours)
+        our_prefill = prompt / statistics.median(r["ttft_seconds"][0] for r in ours + our_prompts)
         peer_type = LLAMA_CPP_QUANT_PEERS.get(label)
         results[f"llama_cpp_{name_part}"] = {"runs": peer_runs, "placer_grpc": ours,
+                                             "placer_grpc_prompts": our_prompts,
                                              "llama_cpp_type": peer_type or label,
                                              "decode_tokens_per_second": peer_decode,
                                              "prefill_tokens_per_second": peer_prefill}
@@ -247,7 +253,8 @@ def llama_cpp_rows(raw, prompt, results):
                         f"{our_prefill:.1f} tok/s", f"{peer_words} {peer_prefill:.1f} tok/s",
                         our_prefill / peer_prefill, "placer / llama.cpp", f"≥ {prefill_goal:.1f}",
                         our_prefill / peer_prefill >= prefill_goal,
-                        "placer's figure is time to first token through gRPC"))
+                        "placer's figure is time to first token through gRPC; three prompts a "
+                        "round each side"))
     rows += packed_floor_rows(raw, results)
     return rows
 
