@@ -2,12 +2,12 @@
 // promises).
 //
 // A call's outputs go up to 128 at a time: their codes are laid out for the whole input as
-// bytes in a per-thread buffer (code_tiles.h, in input order), then for each pair of row tiles, each block of 128 inputs and
-// each stripe of 16 outputs, six C tiles (3 digits x 2 row tiles) sum the block's two k-blocks,
-// fed per k-block by one A load and six B loads (the block's B tiles, 12 KiB, stay in L1 across
-// stripes); at the block's end the six C tiles are stored and their digit sums combined and
-// scaled into the outputs' float32 sums ([output][row]); at the end the sums go to y
-// (tile_output_sums.h).
+// bytes in a per-thread buffer (code_tiles.h, in input order), then for each pair of row
+// tiles, each block of 128 inputs and each stripe of 16 outputs, six C tiles (3 digits x 2 row
+// tiles) sum the block's two k-blocks, fed per k-block by one A load and six B loads (the
+// block's B tiles, 12 KiB, stay in L1 across stripes); at the block's end the six C tiles are
+// stored and their digit sums combined and scaled into the outputs' float32 sums
+// ([output][row]); at the end the sums go to y (tile_output_sums.h).
 #include "model/digit_tiles.h"
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
