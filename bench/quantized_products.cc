@@ -114,6 +114,13 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
           model::QuantizedLinearInt8Bf16(inputs[i], packed[s][i], {});
         }), runs);
       }
+      // 8-bit codes in groups of 128s on AVX512-VNNI: the three-digit kernel (serving's choice
+      // for these rows where it runs).
+      if (model::UsesInt8DigitsKernel(inputs.front(), packed[s].front(), {})) {
+        ways["int8_digits"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt8Digits(inputs[i], packed[s][i], {});
+        }), runs);
+      }
       // Prompt chunks: the weight unpacked into a reused buffer (the best ISA; "none" is the
       // loader's scalar unpacking), then ATen's BF16 GEMM (oneDNN).
       at::Tensor scratch;
@@ -148,6 +155,11 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
       if (model::UsesInt4DigitsKernel(f32_inputs.front(), packed[s].front(), {})) {
         f32_ways["int4_digits"] = MedianMilliseconds(each([&](size_t i) {
           model::QuantizedLinearInt4Digits(f32_inputs[i], packed[s][i], {});
+        }), runs);
+      }
+      if (model::UsesInt8DigitsKernel(f32_inputs.front(), packed[s].front(), {})) {
+        f32_ways["int8_digits"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt8Digits(f32_inputs[i], packed[s][i], {});
         }), runs);
       }
       f32_ways["unpack_gemm"] = MedianMilliseconds(each([&](size_t i) {

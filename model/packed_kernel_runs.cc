@@ -10,6 +10,7 @@
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
 #include "model/quantized_int4_quads.h"
+#include "model/quantized_int8_digits.h"
 #include "model/quantized_tiles.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
@@ -93,6 +94,17 @@ std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
       });
 }
 
+std::vector<at::Tensor> Int8DigitsProducts(const at::Tensor& x,
+                                           const std::vector<at::Tensor>& weights,
+                                           const std::vector<at::Tensor>& biases) {
+  Int8Digits digits;
+  return RunPackedProducts(
+      x, weights, biases, [&](const QuantOperands& op) { Int8DigitsOfRows(op, &digits); },
+      [&](const QuantOperands& op, int64_t n0, int64_t n1) {
+        QuantizedRowsInt8Digits(op, digits, n0, n1);
+      });
+}
+
 std::vector<at::Tensor> QuantizedTileProducts(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                          const std::vector<at::Tensor>& biases) {
   // A plain reference to the caller's buffer (the helpers must read it, not their own).
@@ -145,6 +157,7 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
     case PackedKernel::kInt8Bf16:
       return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
     case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
+    case PackedKernel::kInt8Digits: return Int8DigitsProducts(x, weights, biases);
     case PackedKernel::kDigitTiles: return DigitTileProducts(x, weights, biases);
     case PackedKernel::kQuantizedTiles: return QuantizedTileProducts(x, weights, biases);
     case PackedKernel::kInt4DigitChunks: return Int4DigitChunkProducts(x, weights, biases);

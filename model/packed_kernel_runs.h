@@ -17,7 +17,7 @@ namespace placer::model {
 // takes another path (prompt chunks no chunk kernel takes: unpack + GEMM; GPU weights; no
 // kernel for this CPU).
 enum class PackedKernel {
-  kNone, kInt8Activations, kInt8ActivationTiles, kInt4Bf16, kInt8Bf16, kInt4Digits, kDigitTiles, kQuantizedTiles,
+  kNone, kInt8Activations, kInt8ActivationTiles, kInt4Bf16, kInt8Bf16, kInt4Digits, kInt8Digits, kDigitTiles, kQuantizedTiles,
   kInt4DigitChunks, kGeneral
 };
 

@@ -3,6 +3,7 @@
 #include "model/digit_tiles.h"
 #include "model/packed_bf16_kernels.h"
 #include "model/quantized_int4_digits.h"
+#include "model/quantized_int8_digits.h"
 #include "model/quantized_tiles.h"
 #include "model/quantized_linear.h"
 
@@ -18,9 +19,15 @@ std::string PackedKernelsNote(loader::DType compute) {
   }
   const std::string floats =
       std::string("the ") + (isa == QuantIsa::kAvx512 ? "AVX-512" : "AVX2") + " float kernels";
+  const std::string int8_digits =
+      Int8DigitsKernelRuns() ? "AVX512-VNNI for 8-bit weights in groups of 128s (each block of 128 "
+                               "inputs as 24-bit integers, within 2^-22 of its largest input); "
+                             : "";
   if (compute == loader::DType::kBF16 && PackedBf16KernelsRun()) {
-    return "packed kernels (BF16 rows): AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s "
-           "and 8-bit ones in groups of 64s (each code a BF16 number, exact)" +
+    return "packed kernels (BF16 rows): " + int8_digits +
+           "AVX512-BF16 vdpbf16ps for 4-bit weights in groups of 32s and " +
+           (Int8DigitsKernelRuns() ? "other " : "") +
+           "8-bit ones in groups of 64s (each code a BF16 number, exact)" +
            std::string(QuantizedTilesKernelRuns() ? "; AMX tdpbf16ps for prompt chunks of up to 64 "
                                                     "rows of 4-bit and 8-bit weights"
                                                   : "") +
@@ -52,6 +59,9 @@ std::string PackedKernelsNote(loader::DType compute) {
            "); others: " + floats;
   }
   if (!tiles.empty()) return "packed kernels (F32 rows): " + tiles + "others: " + floats;
+  if (compute == loader::DType::kBF16 && !int8_digits.empty()) {
+    return "packed kernels (BF16 rows): " + int8_digits + "others: " + floats;
+  }
   return "packed kernels (" + rows + " rows): " + floats;
 }
 

@@ -18,6 +18,7 @@
 #include "model/digit_tiles.h"
 #include "model/quantized_tiles.h"
 #include "model/quantized_int8_bf16.h"
+#include "model/quantized_int8_digits.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_unpacked_linear.h"
 #include "model/quantized_vnni.h"
@@ -190,6 +191,18 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   if (bf16_rows && PackedBf16KernelsRun() && Int4Bf16KernelApplies(layout)) {
     return PackedKernel::kInt4Bf16;
   }
+  // BF16 rows of 8-bit weights in groups of 128s: the digits kernel before the vdpbf16ps one.
+  // `placer-bench-model quantized-products --threads 2 --schemes int8` (the small preset's
+  // layers, one scale per row, an Emerald Rapids VM), ms per pass, digits vs vdpbf16ps vs the
+  // AVX-512 float kernel: 1 row 2.46 vs 4.79 vs 3.12, 2 rows 3.86 vs 6.74 vs 4.08, 4 rows 5.7
+  // vs 10.1 vs 5.2, 8 rows 10.5 vs 20.9 vs 13.0, 16 rows 24.0 vs 40.2 vs 25.7; the ~1.1B int8
+  // decode step 0.84-0.90 of the vdpbf16ps kernel's (bench/analysis.md). Float32 rows keep the
+  // float kernel: there the digits' three vpdpbusd per 64 inputs and row (one port on this CPU)
+  // cost more than its fma per weight from 2 rows on (4.0 vs 3.6 ms, 16 rows 22.5 vs 15.9; a
+  // small-preset decode step of 8 sequences 1.19x as long), for 0.93x at one row.
+  if (bf16_rows && Int8DigitsKernelRuns() && Int8DigitsKernelApplies(layout)) {
+    return PackedKernel::kInt8Digits;
+  }
   if (bf16_rows && PackedBf16KernelsRun() && Int8Bf16KernelApplies(layout)) {
     return PackedKernel::kInt8Bf16;
   }
@@ -295,6 +308,19 @@ at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weig
               "QuantizedLinearInt4Digits: float32 rows, a packed 4-bit host weight in groups of a "
               "multiple of 128, an AVX512-VNNI CPU");
   return RunPackedKernel(PackedKernel::kInt4Digits, x, {weight}, {bias})[0];
+}
+
+bool UsesInt8DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return Int8DigitsKernelRuns() && QuantizedLinearApplies(x, weight, bias) &&
+         Int8DigitsKernelApplies(*loader::PackedLayoutOf(weight));
+}
+
+at::Tensor QuantizedLinearInt8Digits(const at::Tensor& x, const at::Tensor& weight,
+                                     const at::Tensor& bias) {
+  TORCH_CHECK(UsesInt8DigitsKernel(x, weight, bias),
+              "QuantizedLinearInt8Digits: float32 or BF16 rows, a packed 8-bit host weight in "
+              "groups of a multiple of 128, an AVX512-VNNI CPU");
+  return RunPackedKernel(PackedKernel::kInt8Digits, x, {weight}, {bias})[0];
 }
 
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,

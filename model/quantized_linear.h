@@ -94,7 +94,15 @@ at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight
 bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weight,
                                      const at::Tensor& bias);
-// The same operands past QuantizedLinearMaxRows (prompt chunks): the chunk's rows in the lanes
+// Float32 or BF16 rows times 8-bit weights in groups of a multiple of 128 (one per output
+// channel included) on AVX512-VNNI (quantized_int8_digits.h): the same digits, multiplied with
+// the signed codes by vpdpbusd, for any number of rows (batch invariant). QuantizedLinear takes
+// it for the rows it gives the kernels wherever UsesInt8DigitsKernel, before the 8-bit x BF16
+// and float kernels; QuantizedLinearInt8Digits requires it.
+bool UsesInt8DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor QuantizedLinearInt8Digits(const at::Tensor& x, const at::Tensor& weight,
+                                     const at::Tensor& bias);
+// The 4-bit operands past QuantizedLinearMaxRows (prompt chunks): the chunk's rows in the lanes
 // (quantized_int4_digit_chunks.h), the same digits and bound, its own summing order. QuantizedLinear
 // takes it for those rows wherever UsesInt4DigitsKernel; this entry, for any number of rows,
 // requires it.
@@ -118,8 +126,8 @@ at::Tensor QuantizedLinearTiles(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias);
 
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
-// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8Bf16Kernel's or
-// UsesInt4DigitsKernel's, else DetectQuantIsa's), else for float32 prompt chunks the AMX kernel
+// to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8DigitsKernel's for BF16 rows,
+// UsesInt8Bf16Kernel's or UsesInt4DigitsKernel's, else DetectQuantIsa's), else for float32 prompt chunks the AMX kernel
 // where UsesQuantizedTilesKernel, the chunk kernel where UsesInt4DigitsKernel (rows the F32
 // prompt-chunk kernel does not take), else the weight dequantized (quantized_unpacked_linear.h).
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);

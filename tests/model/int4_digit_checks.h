@@ -51,8 +51,9 @@ inline at::Tensor Scales(const at::Tensor& packed) {
 // The header's bound: sum over inputs of 2 · max|q| · |s| · t (30 |s| t for 4-bit codes, 256
 // |s| t for 8-bit ones: digit_tiles.h), plus float32 roundings of the terms (the float kernels'
 // tolerance in quantized_linear_test.cc).
+// `rounding`: the relative error of the output's own rounding (BF16 outputs: 2^-8).
 inline void ExpectWithinTheBound(const at::Tensor& y, const at::Tensor& x, const at::Tensor& packed,
-                                 const at::Tensor& bias) {
+                                 const at::Tensor& bias, double rounding = 1e-6) {
   const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
   const at::Tensor x64 = x.to(at::kDouble);
   at::Tensor reference = at::matmul(x64, w64.t());
@@ -61,7 +62,7 @@ inline void ExpectWithinTheBound(const at::Tensor& y, const at::Tensor& x, const
   const at::Tensor representation = at::matmul(Steps(x), Scales(packed).t()) * (2 * largest_code);
   const at::Tensor magnitude = at::matmul(x64.abs(), w64.abs().t());
   const at::Tensor error = (y.to(at::kDouble) - reference).abs();
-  const at::Tensor allowed = reference.abs() * 1e-6 + magnitude * 2e-6 + representation;
+  const at::Tensor allowed = reference.abs() * rounding + magnitude * 2e-6 + representation;
   ASSERT_TRUE(at::all(error <= allowed).item<bool>())
       << "worst error " << (error - allowed).max().item<double>() << " beyond the bound";
 }

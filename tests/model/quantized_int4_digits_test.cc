@@ -173,7 +173,8 @@ TEST_F(Int4DigitsKernel, TheStartLogNoteNamesItForF32RowsOnly) {
   const std::string f32 = PackedKernelsNote(loader::DType::kF32);
   EXPECT_EQ(f32.rfind("packed kernels (F32 rows): ", 0), 0u) << f32;
   EXPECT_NE(f32.find("AVX512-VNNI for 4-bit weights in groups of 128s"), std::string::npos) << f32;
-  EXPECT_EQ(PackedKernelsNote(loader::DType::kBF16).find("VNNI"), std::string::npos)
+  // BF16 rows of 4-bit weights take the vdpbf16ps kernel (8-bit ones the VNNI digits).
+  EXPECT_EQ(PackedKernelsNote(loader::DType::kBF16).find("VNNI for 4-bit"), std::string::npos)
       << PackedKernelsNote(loader::DType::kBF16);
   EXPECT_EQ(PackedKernelsNote(loader::DType::kF16), "");
 }

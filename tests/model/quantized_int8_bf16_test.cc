@@ -3,7 +3,8 @@
 // one group per output row and groups of 64, 128 and 192, every code value (-128 and 127
 // included), odd outputs, 1-16 rows, BF16 / float32 / no bias, blocks with offsets (as GPTQ's
 // zero points store them); each row bit-identical alone and in any batch; QuantizedLinear sending
-// BF16 decode rows of 8-bit weights there, and nothing else.
+// BF16 decode rows of 8-bit weights there (those in groups of 128s only where the digits kernel
+// does not run), and nothing else.
 #include "model/quantized_int8_bf16.h"
 
 #include <gtest/gtest.h>
@@ -14,46 +15,17 @@
 #include "loader/quantized_weight.h"
 #include "model/packed_bf16_kernels.h"
 #include "model/quantized_linear.h"
+#include "tests/model/int8_codes.h"
 #include "tests/model/packed_bf16_checks.h"
 #include "tests/model/seeded_tensors.h"
 
 namespace placer::model {
 namespace {
 
-using loader::kPackedBlockHeaderBytes;
 using loader::PackedLayout;
 
-// --quantize int8's packing of random weights (symmetric: every offset 0), then, when
-// `with_offsets`, each block's offset set to a random multiple of its scale (m = -z·s, as a zero
-// point z stores it) so the kernel's offset term is exercised.
-at::Tensor Pack(int64_t out, int64_t in, int64_t group, int seed, bool with_offsets) {
-  const at::Tensor w = SeededRandn({out, in}, seed);
-  absl::StatusOr<at::Tensor> packed =
-      loader::QuantizeLinearWeight(w, PackedLayout{8, out, in, group}, "w");
-  EXPECT_TRUE(packed.ok()) << packed.status();
-  if (!with_offsets) return *packed;
-  const at::Tensor zero_points = SeededRandn({out * (in / group)}, seed + 1).mul(40).round();
-  auto* bytes = static_cast<uint8_t*>(packed->data_ptr());
-  const int64_t block_bytes = PackedLayout{8, out, in, group}.block_bytes();
-  for (int64_t b = 0; b < out * (in / group); ++b) {
-    uint8_t* block = bytes + b * block_bytes;
-    const float offset = -zero_points[b].item<float>() * BlockScale(block);
-    std::memcpy(block + sizeof(float), &offset, sizeof(float));
-  }
-  return *packed;
-}
-
-// Every int8 code in order, repeated along each row, with the block's scale and offset kept.
-at::Tensor WithEveryCode(at::Tensor packed, int64_t out, int64_t in, int64_t group) {
-  const int64_t block_bytes = PackedLayout{8, out, in, group}.block_bytes();
-  auto* bytes = static_cast<uint8_t*>(packed.data_ptr());
-  for (int64_t b = 0; b < out * (in / group); ++b) {
-    for (int64_t i = 0; i < group; ++i) {
-      bytes[b * block_bytes + kPackedBlockHeaderBytes + i] = static_cast<uint8_t>((b * 7 + i) % 256);
-    }
-  }
-  return packed;
-}
+using int8_codes::Pack;
+using int8_codes::WithEveryCode;
 
 // Per output and input, what the kernel's float32 sums carry for that weight: the code as 400 + q
 // times |s| (up to 527 |s|), and the block's offset term |m - 400 s|.
@@ -172,7 +144,9 @@ TEST_F(Int8Bf16, ProductsAreTheSameWhereverTheWeightStartsInMemory) {
 }
 
 TEST_F(Int8Bf16, QuantizedLinearTakesItForBf16DecodeRowsOfEightBitWeightsOnly) {
-  const at::Tensor packed = Pack(40, 256, 256, 11, false);
+  // Groups of 64: groups of 128s take the digits kernel where AVX512-VNNI runs
+  // (quantized_int8_digits_test.cc), this one elsewhere.
+  const at::Tensor packed = Pack(40, 256, 64, 11, false);
   const at::Tensor x = SeededRandn({8, 256}, 12).to(at::kBFloat16);
   ASSERT_LE(8, QuantizedLinearMaxRows(DetectQuantIsa(), *loader::PackedLayoutOf(packed), at::kBFloat16));
   EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()),
