@@ -18,8 +18,8 @@
 #include <cstring>
 
 #include "model/packed_block_header.h"
+#include "model/digit_row_outputs.h"
 #include "model/row_passes.h"
-#include "model/vector_sum.h"
 
 namespace placer::model {
 namespace {
@@ -60,97 +60,67 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
   }
 }
 
-// Rows r0..r0+R-1's 16-lane sums over weight row n: per block, (S0 · 2^16 + S1 · 2^8 + S2) ·
-// (s · t), the codes unpacked once for the R rows; each row's arithmetic is the same at any R.
-template <int R>
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) inline void
-RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, __m512 (&acc)[R],
-         float (&offsets)[R]) {
-  const int64_t row_bytes = op.groups * op.block_bytes;
-  const uint8_t* row = op.w + n * row_bytes;
-  const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
-  const int64_t blocks_per_group = op.group_size / kDigitBlock;
-  const int64_t blocks = op.in / kDigitBlock;
-  const int8_t* digits = xd.digits.data() + r0 * blocks * kBlockDigitBytes;
-  const float* steps = xd.steps.data() + r0 * blocks;
-  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
-  const __m512i float_bias_bits = _mm512_set1_epi32(0x4B400000);
-  const __m512 float_bias = _mm512_castsi512_ps(float_bias_bits);
-  const __m512 radix = _mm512_set1_ps(256.0f);
-  const __m512 radix2 = _mm512_set1_ps(65536.0f);
-  const float* group_sums = op.x_group_sums + r0 * op.groups;
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_ps();
-    offsets[r] = 0;
-  }
-  for (int64_t g = 0; g < op.groups; ++g) {
-    const uint8_t* block = row + g * op.block_bytes;
-    const float scale = BlockScale(block);
-    const float offset = BlockOffset(block);
+// The kernel's lane sums, for DigitRowOutputs (digit_row_outputs.h).
+struct Lanes {
+  // Rows r0..r0+R-1's 16-lane sums over weight row n: per block, (S0 · 2^16 + S1 · 2^8 + S2) ·
+  // (s · t), the codes unpacked once for the R rows; each row's arithmetic is the same at any R.
+  template <int R>
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"), always_inline)) static void
+  RowLanes(const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n, __m512 (&acc)[R],
+           float (&offsets)[R]) {
+    const int64_t row_bytes = op.groups * op.block_bytes;
+    const uint8_t* row = op.w + n * row_bytes;
+    const uint8_t* ahead = n + kRowsAhead < op.out ? row + kRowsAhead * row_bytes : row;
+    const int64_t blocks_per_group = op.group_size / kDigitBlock;
+    const int64_t blocks = op.in / kDigitBlock;
+    const int8_t* digits = xd.digits.data() + r0 * blocks * kBlockDigitBytes;
+    const float* steps = xd.steps.data() + r0 * blocks;
+    const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+    const __m512i float_bias_bits = _mm512_set1_epi32(0x4B400000);
+    const __m512 float_bias = _mm512_castsi512_ps(float_bias_bits);
+    const __m512 radix = _mm512_set1_ps(256.0f);
+    const __m512 radix2 = _mm512_set1_ps(65536.0f);
+    const float* group_sums = op.x_group_sums + r0 * op.groups;
     _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
-      offsets[r] = std::fma(offset, group_sums[r * op.groups + g], offsets[r]);
+      acc[r] = _mm512_setzero_ps();
+      offsets[r] = 0;
     }
-    const uint8_t* codes = block + kPackedBlockHeaderBytes;
-    const uint8_t* codes_ahead = ahead + g * op.block_bytes + kPackedBlockHeaderBytes;
-    for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
-      const int64_t b = g * blocks_per_group + bb;
-      const uint8_t* bytes = codes + bb * (kDigitBlock / 2);
-      _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + bb * (kDigitBlock / 2)), _MM_HINT_T0);
-      const __m512i w0 = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(bytes))), shifts), low_nibbles);
-      const __m512i w1 = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(bytes + 32))), shifts), low_nibbles);
+    for (int64_t g = 0; g < op.groups; ++g) {
+      const uint8_t* block = row + g * op.block_bytes;
+      const float scale = BlockScale(block);
+      const float offset = BlockOffset(block);
       _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
-        const int8_t* d = digits + (r * blocks + b) * kBlockDigitBytes;
-        __m512 part[kDigits];
-        _Pragma("GCC unroll 3") for (int j = 0; j < kDigits; ++j) {
-          __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w0, _mm512_loadu_si512(d + j * kSpan));
-          dot = _mm512_dpbusd_epi32(dot, w1, _mm512_loadu_si512(d + (kDigits + j) * kSpan));
-          part[j] = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
+        offsets[r] = std::fma(offset, group_sums[r * op.groups + g], offsets[r]);
+      }
+      const uint8_t* codes = block + kPackedBlockHeaderBytes;
+      const uint8_t* codes_ahead = ahead + g * op.block_bytes + kPackedBlockHeaderBytes;
+      for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
+        const int64_t b = g * blocks_per_group + bb;
+        const uint8_t* bytes = codes + bb * (kDigitBlock / 2);
+        _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + bb * (kDigitBlock / 2)), _MM_HINT_T0);
+        const __m512i w0 = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                  reinterpret_cast<const __m256i*>(bytes))), shifts), low_nibbles);
+        const __m512i w1 = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                  reinterpret_cast<const __m256i*>(bytes + 32))), shifts), low_nibbles);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+          const int8_t* d = digits + (r * blocks + b) * kBlockDigitBytes;
+          __m512 part[kDigits];
+          _Pragma("GCC unroll 3") for (int j = 0; j < kDigits; ++j) {
+            __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w0, _mm512_loadu_si512(d + j * kSpan));
+            dot = _mm512_dpbusd_epi32(dot, w1, _mm512_loadu_si512(d + (kDigits + j) * kSpan));
+            part[j] = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
+          }
+          const __m512 value =
+              _mm512_fmadd_ps(part[0], radix2, _mm512_fmadd_ps(part[1], radix, part[2]));
+          acc[r] = _mm512_fmadd_ps(value, _mm512_set1_ps(scale * steps[r * blocks + b]), acc[r]);
         }
-        const __m512 value =
-            _mm512_fmadd_ps(part[0], radix2, _mm512_fmadd_ps(part[1], radix, part[2]));
-        acc[r] = _mm512_fmadd_ps(value, _mm512_set1_ps(scale * steps[r * blocks + b]), acc[r]);
       }
     }
   }
-}
-
-template <int R>
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni,fma"))) void Chunk(
-    const QuantOperands& op, const Int4Digits& xd, int64_t r0, int64_t n0, int64_t n1) {
-  float* y = op.y + r0 * op.out;
-  int64_t n = n0;
-  if constexpr (R == 1) {
-    // Sixteen outputs' lanes summed together (vector_sum.h), as quantized_int4_quads.cc does.
-    for (; n + 16 <= n1; n += 16) {
-      __m512 lanes[16];
-      alignas(64) float offsets[16];
-      _Pragma("GCC unroll 1") for (int i = 0; i < 16; ++i) {
-        __m512 sum[1];
-        float offset[1];
-        RowLanes<1>(op, xd, r0, n + i, sum, offset);
-        lanes[i] = sum[0];
-        offsets[i] = offset[0];
-      }
-      const __m512 bias = op.bias != nullptr ? _mm512_loadu_ps(op.bias + n) : _mm512_setzero_ps();
-      _mm512_storeu_ps(y + n, _mm512_add_ps(_mm512_add_ps(HorizontalSums512x16(lanes),
-                                                          _mm512_load_ps(offsets)), bias));
-    }
-  }
-  for (; n < n1; ++n) {
-    __m512 sums[R];
-    float offsets[R];
-    RowLanes<R>(op, xd, r0, n, sums, offsets);
-    const float bias = op.bias != nullptr ? op.bias[n] : 0.0f;
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
-      y[r * op.out + n] = (_mm512_reduce_add_ps(sums[r]) + offsets[r]) + bias;
-    }
-  }
-}
+};
 
 }  // namespace
 
@@ -182,7 +152,7 @@ void DigitsOfRows(const QuantOperands& op, Int4Digits* out) {
 void QuantizedRowsInt4Digits(const QuantOperands& op, const Int4Digits& digits, int64_t n0,
                              int64_t n1) {
   InPassesOfUpTo<4>(op.rows, [&](auto rows, int64_t r) {
-    Chunk<decltype(rows)::value>(op, digits, r, n0, n1);
+    DigitRowOutputs<Lanes, decltype(rows)::value>(op, digits, r, n0, n1);
   });
 }
 
