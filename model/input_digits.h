@@ -8,6 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include "model/quantized_kernels.h"
 
 namespace placer::model {
 
@@ -56,6 +59,30 @@ __attribute__((target("avx512f,avx512bw,avx512dq"), always_inline)) inline void 
   digits[0] = _mm512_cvtepi32_epi8(top);
   digits[1] = _mm512_cvtepi32_epi8(middle);
   digits[2] = _mm512_cvtepi32_epi8(low);
+}
+
+// A call's rows as a decode digit kernel reads them: per row and block of kDigitBlock inputs,
+// the three digit bytes of each input, in the kernel's order, and the block's step.
+template <class DigitByte>
+struct RowDigits {
+  std::vector<DigitByte> digits;  // [rows, in / kDigitBlock, 3 · kDigitBlock]
+  std::vector<float> steps;       // [rows, in / kDigitBlock]: each block's t
+};
+
+// Every block of op's rows through `block(x, group_sum, digits, step)`, which writes one
+// block's 3 · kDigitBlock digit bytes and its step. op's groups are multiples of kDigitBlock.
+template <class DigitByte, class Block>
+void DigitsOfEveryBlock(const QuantOperands& op, Block block, RowDigits<DigitByte>* out) {
+  const int64_t blocks = op.in / kDigitBlock;
+  const int64_t blocks_per_group = op.group_size / kDigitBlock;
+  out->digits.resize(static_cast<size_t>(op.rows * blocks * 3 * kDigitBlock));
+  out->steps.resize(static_cast<size_t>(op.rows * blocks));
+  for (int64_t r = 0; r < op.rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      block(op.x + r * op.in + b * kDigitBlock, op.x_group_sums[r * op.groups + b / blocks_per_group],
+            out->digits.data() + (r * blocks + b) * 3 * kDigitBlock, out->steps.data() + r * blocks + b);
+    }
+  }
 }
 
 }  // namespace placer::model

@@ -135,18 +135,7 @@ bool Int4DigitsKernelApplies(const loader::PackedLayout& layout) {
 }
 
 void DigitsOfRows(const QuantOperands& op, Int4Digits* out) {
-  const int64_t blocks = op.in / kDigitBlock;
-  const int64_t blocks_per_group = op.group_size / kDigitBlock;
-  out->digits.resize(static_cast<size_t>(op.rows * blocks * kBlockDigitBytes));
-  out->steps.resize(static_cast<size_t>(op.rows * blocks));
-  for (int64_t r = 0; r < op.rows; ++r) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      DigitsOfBlock(op.x + r * op.in + b * kDigitBlock,
-                    op.x_group_sums[r * op.groups + b / blocks_per_group],
-                    out->digits.data() + (r * blocks + b) * kBlockDigitBytes,
-                    out->steps.data() + r * blocks + b);
-    }
-  }
+  DigitsOfEveryBlock(op, DigitsOfBlock, out);
 }
 
 void QuantizedRowsInt4Digits(const QuantOperands& op, const Int4Digits& digits, int64_t n0,

@@ -39,12 +39,9 @@ bool Int4DigitsKernelRuns();
 // 4-bit weights in groups of a multiple of 128 inputs (128, 256, ..., one per output channel).
 bool Int4DigitsKernelApplies(const loader::PackedLayout& layout);
 
-struct Int4Digits {
-  // Per row and block: the three digits of 128 inputs, per 64-input span d0, d1, d2 (64 bytes
-  // each) in the order the codes unpack.
-  std::vector<int8_t> digits;
-  std::vector<float> steps;  // [rows, in / 128]: each block's t
-};
+// Per row and block, per 64-input span, the digits d0, d1, d2 (64 bytes each) in the order the
+// codes unpack.
+using Int4Digits = RowDigits<int8_t>;
 
 // The digits of every row of op.x. Requires Int4DigitsKernelRuns and an applying layout.
 void DigitsOfRows(const QuantOperands& op, Int4Digits* out);

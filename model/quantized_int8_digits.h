@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "loader/quantized_layout.h"
+#include "model/input_digits.h"
 #include "model/quantized_kernels.h"
 
 namespace placer::model {
@@ -34,12 +35,9 @@ bool Int8DigitsKernelRuns();
 // 8-bit weights in groups of a multiple of 128 inputs (128, 256, ..., one per output channel).
 bool Int8DigitsKernelApplies(const loader::PackedLayout& layout);
 
-struct Int8Digits {
-  // Per row and block: per 64-input span, the top, middle and low bytes of v + 2^23 (64 bytes
-  // each, in input order).
-  std::vector<uint8_t> digits;
-  std::vector<float> steps;  // [rows, in / 128]: each block's t
-};
+// Per row and block, per 64-input span, the top, middle and low bytes of v + 2^23 (64 bytes
+// each, in input order).
+using Int8Digits = RowDigits<uint8_t>;
 
 // The digits of every row of op.x. Requires Int8DigitsKernelRuns and an applying layout.
 void Int8DigitsOfRows(const QuantOperands& op, Int8Digits* out);
