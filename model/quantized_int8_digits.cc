@@ -33,8 +33,12 @@ constexpr int64_t kSpan = 64;
 constexpr int64_t kSpansPerBlock = kDigitBlock / kSpan;
 constexpr int64_t kDigits = 3;
 constexpr int64_t kBlockDigitBytes = kDigits * kDigitBlock;
-// Weight rows ahead that a row prefetches, at least kStreamPrefetchBytes (stream_prefetch.h).
-constexpr int64_t kMinRowsAhead = 2;
+// Weight rows ahead that a row prefetches: at least kStreamPrefetchBytes (stream_prefetch.h),
+// and at least 4, as the int8-activation kernel's one-row tiles do. ~1.1B int8 decode step
+// (placer-bench-model decode ... --quantize int8 --quantize-lm-head int8 --new-tokens 32,
+// alternating rounds, an Emerald Rapids VM): 4 rows against kStreamPrefetchBytes' 2-4, 0.970 and
+// 0.966 of the step (5 and 6 rounds); 8 rows 1.064.
+constexpr int64_t kMinRowsAhead = 4;
 
 // One row's block: the bytes of v + 2^23 of inputs [0, 128) at x, per span, and its step.
 __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const float* x,
