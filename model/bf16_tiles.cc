@@ -12,6 +12,7 @@
 #include "model/amx_tiles.h"
 #include "model/bf16_tile_rows.h"
 #include "model/spinning_workers.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -119,7 +120,7 @@ void Groups(const TileOperands& op, int64_t begin, int64_t end) {
 }
 
 // Rows [0, rows) of x (rows <= 16) as the B tiles want them.
-void PairRows(const uint16_t* x, int64_t rows, int64_t in, std::vector<uint32_t>& pairs) {
+void PairRows(const uint16_t* x, int64_t rows, int64_t in, base::CacheLineVector<uint32_t>& pairs) {
   const int64_t k_pairs = in / 2;
   pairs.assign(static_cast<size_t>(k_pairs * kRowsPerPass), 0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -250,7 +251,7 @@ at::Tensor TileLinear(const at::Tensor& x, const at::Tensor& tiles, const at::Te
     RunParallel(groups, [&](int64_t begin, int64_t end) { Bf16TileRowsOfGroups(op, begin, end); });
     return y;
   }
-  thread_local std::vector<uint32_t> pairs;
+  thread_local base::CacheLineVector<uint32_t> pairs;
   for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerPass) {
     const int64_t count = std::min(kRowsPerPass, rows - r0);
     PairRows(inputs + r0 * in, count, in, pairs);

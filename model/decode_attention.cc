@@ -14,6 +14,7 @@
 #include "model/decode_attention_rows.h"
 #include "model/spinning_workers.h"
 #include "model/vector_sum.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -77,7 +78,7 @@ void AttendGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t k
   const int64_t group = task.group;
   const int64_t seen = task.seen;
   float* scores = task.scores;
-  thread_local std::vector<float> sums;
+  thread_local base::CacheLineVector<float> sums;
   sums.assign(static_cast<size_t>(group * d), 0.0f);
   // Each key is read once for the whole group.
   for (int64_t j = 0; j < seen; ++j) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/decode_attention.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -70,8 +71,8 @@ struct GroupTask {
 template <typename T>
 GroupTask<T> PrepareGroup(const AttentionOperands<T>& op, const DecodeRow& row, int64_t kv_head) {
   thread_local std::vector<int64_t> slots;
-  thread_local std::vector<float> queries;
-  thread_local std::vector<float> scores;
+  thread_local base::CacheLineVector<float> queries;
+  thread_local base::CacheLineVector<float> scores;
   const int64_t d = op.head_dim;
   const int64_t group = op.heads / op.kv_heads;
   const int64_t first = FirstSeen(row, op.window);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/cache_line_vector.h"
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
 
@@ -48,9 +49,9 @@ inline constexpr int64_t kDigitTileOutputsPerTask = 32;
 // past the last row), each row tile's k-blocks of 64 inputs as three B tiles (one per digit,
 // [16 quads][16 rows][4 digits]); each row tile's block steps and group sums by 16 rows.
 struct DigitTileInputs {
-  std::vector<int8_t> digits;     // [row_tiles, in / 64, 3, 16, 16, 4]
-  std::vector<float> steps;       // [row_tiles, in / 128, 16]
-  std::vector<float> group_sums;  // [row_tiles, groups, 16]
+  base::CacheLineVector<int8_t> digits;     // [row_tiles, in / 64, 3, 16, 16, 4]
+  base::CacheLineVector<float> steps;       // [row_tiles, in / 128, 16]
+  base::CacheLineVector<float> group_sums;  // [row_tiles, groups, 16]
   int64_t row_tiles = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -65,8 +66,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq"), always_inline)) inline void 
 // the three digit bytes of each input, in the kernel's order, and the block's step.
 template <class DigitByte>
 struct RowDigits {
-  std::vector<DigitByte> digits;  // [rows, in / kDigitBlock, 3 · kDigitBlock]
-  std::vector<float> steps;       // [rows, in / kDigitBlock]: each block's t
+  base::CacheLineVector<DigitByte> digits;  // [rows, in / kDigitBlock, 3 · kDigitBlock]
+  base::CacheLineVector<float> steps;       // [rows, in / kDigitBlock]: each block's t
 };
 
 // Every block of op's rows through `block(x, group_sum, digits, step)`, which writes one

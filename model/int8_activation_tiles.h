@@ -24,6 +24,7 @@
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
 #include "model/quantized_vnni.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -43,9 +44,9 @@ bool Int8ActivationTilesApply(const loader::PackedLayout& layout);
 // tiles, zeros past the last row), each row tile's k-blocks of 64 codes as one B tile
 // ([16 quads][16 rows][4 codes]); each row tile's block scales and group sums by 16 rows.
 struct Int8ActivationTileInputs {
-  std::vector<int8_t> quads;     // [row_tiles, in / 64, 16, 16, 4]
-  std::vector<float> scales;     // [row_tiles, in / block, 16]
-  std::vector<float> group_sums; // [row_tiles, groups, 16]
+  base::CacheLineVector<int8_t> quads;     // [row_tiles, in / 64, 16, 16, 4]
+  base::CacheLineVector<float> scales;     // [row_tiles, in / block, 16]
+  base::CacheLineVector<float> group_sums; // [row_tiles, groups, 16]
   int64_t row_tiles = 0;
   int64_t block = 0;
 };

@@ -14,6 +14,7 @@
 #include "model/quantized_tiles.h"
 #include "model/quantized_int8_bf16.h"
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -25,7 +26,7 @@ std::vector<at::Tensor> GeneralProducts(const at::Tensor& x, const std::vector<a
   const bool quads = isa == QuantIsa::kAvx512 && Int4QuadsApply(*loader::PackedLayoutOf(weights[0]));
   // A plain reference to this thread's buffer: the helpers running the lambda below must read
   // the caller's (a thread_local named inside it would be each helper's own).
-  std::vector<float>& buffer = ArrangedInputs();
+  base::CacheLineVector<float>& buffer = ArrangedInputs();
   const float* arranged = nullptr;
   return RunPackedProducts(
       x, weights, biases,
@@ -75,9 +76,9 @@ std::vector<at::Tensor> Int8ActivationTileProducts(const at::Tensor& x,
 // kernel's pairs once per call, then the outputs on the helpers.
 std::vector<at::Tensor> Bf16KernelProducts(
     const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
-    void (*arrange)(const QuantOperands&, std::vector<uint32_t>*),
+    void (*arrange)(const QuantOperands&, base::CacheLineVector<uint32_t>*),
     void (*rows)(const QuantOperands&, const uint32_t*, int64_t, int64_t)) {
-  std::vector<uint32_t> pairs;
+  base::CacheLineVector<uint32_t> pairs;
   return RunPackedProducts(
       x, weights, biases, [&](const QuantOperands& op) { arrange(op, &pairs); },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });

@@ -8,6 +8,7 @@
 #include "loader/quantized_weight.h"
 #include "model/spinning_workers.h"
 #include "model/stream_prefetch.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -32,7 +33,7 @@ float SumInFixedOrder(const float* x, int64_t n) {
 // plain loop (exact); anything else through ATen into `widened`. Decode steps call this for
 // every linear of every layer, where ATen's conversion (a dispatch and a fresh tensor) costs
 // more than the widening itself.
-const float* FloatValues(const at::Tensor& t, std::vector<float>& buffer, at::Tensor& widened) {
+const float* FloatValues(const at::Tensor& t, base::CacheLineVector<float>& buffer, at::Tensor& widened) {
   if (t.is_contiguous() && t.scalar_type() == at::kFloat) return t.data_ptr<float>();
   if (t.is_contiguous() && t.scalar_type() == at::kBFloat16) {
     const int64_t n = t.numel();
@@ -47,10 +48,10 @@ const float* FloatValues(const at::Tensor& t, std::vector<float>& buffer, at::Te
 
 }  // namespace
 
-std::vector<float>& ArrangedInputs() {
-  thread_local std::vector<float> arranged;
+base::CacheLineVector<float>& ArrangedInputs() {
+  thread_local base::CacheLineVector<float> arranged;
   constexpr size_t kKeptFloats = size_t{1} << 20;
-  if (arranged.capacity() > kKeptFloats) std::vector<float>().swap(arranged);
+  if (arranged.capacity() > kKeptFloats) base::CacheLineVector<float>().swap(arranged);
   return arranged;
 }
 
@@ -100,8 +101,8 @@ std::vector<at::Tensor> RunPackedProducts(
   }
   if (rows == 0) return ys;
   // Reused per thread: a decode step's many products would otherwise allocate them each time.
-  thread_local std::vector<float> x_buffer, y_buffer, group_sums;
-  thread_local std::vector<std::vector<float>> bias_buffers;
+  thread_local base::CacheLineVector<float> x_buffer, y_buffer, group_sums;
+  thread_local std::vector<base::CacheLineVector<float>> bias_buffers;
   if (bias_buffers.size() < count) bias_buffers.resize(count);
   at::Tensor x_widened;
   std::vector<at::Tensor> biases_widened(count);
@@ -172,11 +173,11 @@ std::vector<at::Tensor> RunPackedProducts(
   // A decode step's buffers stay for the next call; a long prompt's (or an all-positions
   // Forward's logits) are given back, not held by the thread for the process's lifetime.
   constexpr size_t kKeptFloats = size_t{1} << 20;  // 4 MiB each
-  for (std::vector<float>* buffer : {&x_buffer, &y_buffer, &group_sums}) {
-    if (buffer->capacity() > kKeptFloats) std::vector<float>().swap(*buffer);
+  for (base::CacheLineVector<float>* buffer : {&x_buffer, &y_buffer, &group_sums}) {
+    if (buffer->capacity() > kKeptFloats) base::CacheLineVector<float>().swap(*buffer);
   }
-  for (std::vector<float>& buffer : bias_buffers) {
-    if (buffer.capacity() > kKeptFloats) std::vector<float>().swap(buffer);
+  for (base::CacheLineVector<float>& buffer : bias_buffers) {
+    if (buffer.capacity() > kKeptFloats) base::CacheLineVector<float>().swap(buffer);
   }
   return ys;
 }

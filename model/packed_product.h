@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -48,6 +49,6 @@ std::vector<at::Tensor> RunPackedProducts(
 
 // The calling thread's buffer for inputs arranged in a kernel's own order, reused by its next
 // call; a long prompt's is given back (as RunPackedProduct gives back its buffers).
-std::vector<float>& ArrangedInputs();
+base::CacheLineVector<float>& ArrangedInputs();
 
 }  // namespace placer::model

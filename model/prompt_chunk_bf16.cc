@@ -18,6 +18,7 @@
 #include "model/small_batch_bf16.h"
 #include "model/spinning_workers.h"
 #include "model/weight_tasks.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -136,7 +137,7 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
   if (w == nullptr) {
     // This task's rows only, in a buffer its thread keeps: they stay in the core's cache from
     // being written to being read by every block of inputs.
-    thread_local std::vector<uint16_t> rows_here;
+    thread_local base::CacheLineVector<uint16_t> rows_here;
     rows_here.resize(static_cast<size_t>((n1 - n0) * op.in));
     (*op.dense_rows)(n0, n1 - n0, rows_here.data());
     w = rows_here.data();

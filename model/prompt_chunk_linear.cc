@@ -16,6 +16,7 @@
 #include "model/prompt_chunk_prefetch.h"
 #include "model/spinning_workers.h"
 #include "model/weight_tasks.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -126,7 +127,7 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
   if (w == nullptr) {
     // This task's rows only, in a buffer its thread keeps: they stay in the core's cache from
     // being written to being read by every block of inputs.
-    thread_local std::vector<float> rows_here;
+    thread_local base::CacheLineVector<float> rows_here;
     rows_here.resize(static_cast<size_t>((n1 - n0) * op.in));
     (*op.dense_rows)(n0, n1 - n0, rows_here.data());
     w = rows_here.data();

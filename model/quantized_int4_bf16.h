@@ -23,6 +23,7 @@
 
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -36,7 +37,7 @@ bool Int4Bf16KernelApplies(const loader::PackedLayout& layout);
 // 128 inputs, four vectors of 16 BF16 pairs in the order the codes' nibbles are taken apart;
 // zeros past `in`. Requires Int4Bf16KernelRuns (it permutes with AVX-512 BW) and
 // Int4Bf16KernelApplies.
-void ArrangeInt4Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs);
+void ArrangeInt4Bf16Inputs(const QuantOperands& op, base::CacheLineVector<uint32_t>* pairs);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `pairs`). Requires
 // Int4Bf16KernelRuns and Int4Bf16KernelApplies.

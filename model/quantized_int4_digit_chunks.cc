@@ -20,6 +20,7 @@
 #include "loader/quantized_layout.h"
 #include "model/packed_block_header.h"
 #include "model/quantized_int4_digits.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -197,7 +198,7 @@ void ArrangeDigitChunkInputs(const QuantOperands& op, Int4DigitChunkInputs* out)
 
 void QuantizedChunkRowsInt4Digits(const QuantOperands& op, const Int4DigitChunkInputs& inputs,
                                   int64_t n0, int64_t n1) {
-  thread_local std::vector<float> sums;
+  thread_local base::CacheLineVector<float> sums;
   sums.resize(static_cast<size_t>(inputs.row_vectors * kTileOutputs * kLanes));
   int64_t n = n0;
   for (; n + kTileOutputs <= n1; n += kTileOutputs) OutputTile<kTileOutputs>(op, inputs, n, sums.data());

@@ -26,15 +26,16 @@
 #include <vector>
 
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
 // The chunk's inputs in the kernel's order: per 16 rows (a row vector; the last one padded with
 // zero digits), block and digit, 32 int32 lanes-of-four-digits for each of the 16 rows.
 struct Int4DigitChunkInputs {
-  std::vector<int32_t> quads;       // [row_vectors, blocks, 3, 32, 16]
-  std::vector<float> steps;         // [row_vectors, blocks, 16]: each row's block step t
-  std::vector<float> group_sums;    // [row_vectors, groups, 16]
+  base::CacheLineVector<int32_t> quads;       // [row_vectors, blocks, 3, 32, 16]
+  base::CacheLineVector<float> steps;         // [row_vectors, blocks, 16]: each row's block step t
+  base::CacheLineVector<float> group_sums;    // [row_vectors, groups, 16]
   int64_t row_vectors = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "model/packed_block_header.h"
 #include "model/row_passes.h"
 #include "model/vector_sum.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -113,7 +114,7 @@ bool Int4QuadsApply(const loader::PackedLayout& layout) {
          layout.in % layout.group_size == 0;
 }
 
-const float* ArrangeInt4QuadInputs(const QuantOperands& op, std::vector<float>* buffer) {
+const float* ArrangeInt4QuadInputs(const QuantOperands& op, base::CacheLineVector<float>* buffer) {
   // 64-byte aligned: every input vector the kernel loads is then one cache line (a load split
   // across two lines costs more on Zen 4).
   constexpr size_t kAlignFloats = 16;

@@ -24,6 +24,7 @@
 
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -33,7 +34,7 @@ bool Int4QuadsApply(const loader::PackedLayout& layout);
 // The rows of op.x as the kernel reads them: per 128 inputs, 8 vectors of 16, the k-th holding
 // the inputs of the k-th code of each lane; in `buffer` (resized), at the 64-byte aligned
 // address returned. Requires Int4QuadsApply.
-const float* ArrangeInt4QuadInputs(const QuantOperands& op, std::vector<float>* buffer);
+const float* ArrangeInt4QuadInputs(const QuantOperands& op, base::CacheLineVector<float>* buffer);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `quads`). Requires
 // Int4QuadsApply and an AVX-512 F/BW CPU.

@@ -22,6 +22,7 @@
 #include "model/aligned_code_lines.h"
 #include "model/packed_bf16_kernels.h"
 #include "model/row_passes.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -117,7 +118,7 @@ bool Int8Bf16KernelApplies(const loader::PackedLayout& layout) {
   return PackedInGroupsOf(layout, 8, kInputsPerChunk);
 }
 
-void ArrangeInt8Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs) {
+void ArrangeInt8Bf16Inputs(const QuantOperands& op, base::CacheLineVector<uint32_t>* pairs) {
   const int64_t chunks = op.in / kInputsPerChunk;
   pairs->resize(static_cast<size_t>(op.rows * chunks * kPairsPerChunk));
   for (int64_t r = 0; r < op.rows; ++r) {

@@ -27,6 +27,7 @@
 
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -40,7 +41,7 @@ bool Int8Bf16KernelApplies(const loader::PackedLayout& layout);
 // The rows of op.x (float32 widened from BF16, so exact in BF16) as the kernel reads them: per
 // 64 inputs, two vectors of 16 BF16 pairs, (4i, 4i + 2) then (4i + 1, 4i + 3). Requires
 // Int8Bf16KernelApplies.
-void ArrangeInt8Bf16Inputs(const QuantOperands& op, std::vector<uint32_t>* pairs);
+void ArrangeInt8Bf16Inputs(const QuantOperands& op, base::CacheLineVector<uint32_t>* pairs);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `pairs`). Requires
 // Int8Bf16KernelRuns and Int8Bf16KernelApplies.

@@ -27,6 +27,7 @@
 #include "model/packed_block_header.h"
 #include "model/register_transpose.h"
 #include "model/tile_output_sums.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -91,9 +92,9 @@ int64_t KBlocksPerSpan(const QuantOperands& op) {
 }
 
 struct Scratch {
-  std::vector<uint16_t> a;             // [passes][in / 32][2][16][32]: A tiles, k-block by k-block
-  std::vector<float> scales, offsets;  // [passes · 32][groups]
-  std::vector<float> sums;             // [passes · 32][row_tiles · 16]
+  base::CacheLineVector<uint16_t> a;             // [passes][in / 32][2][16][32]: A tiles, k-block by k-block
+  base::CacheLineVector<float> scales, offsets;  // [passes · 32][groups]
+  base::CacheLineVector<float> sums;             // [passes · 32][row_tiles · 16]
 };
 
 // Outputs [s0, s0 + count) (count <= kMostOutputs) unpacked into scratch.a, their blocks' s and

@@ -42,6 +42,7 @@
 
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -62,8 +63,8 @@ bool QuantizedTilesKernelApplies(const loader::PackedLayout& layout);
 // ([16 pairs of inputs][16 rows], each pair two BF16 values); each row tile's group sums
 // [groups][16].
 struct QuantizedTileInputs {
-  std::vector<uint32_t> pairs;       // [row_tiles, in / 32, parts, 16, 16]
-  std::vector<float> group_sums;     // [row_tiles, groups, 16]
+  base::CacheLineVector<uint32_t> pairs;       // [row_tiles, in / 32, parts, 16, 16]
+  base::CacheLineVector<float> group_sums;     // [row_tiles, groups, 16]
   int64_t row_tiles = 0;
   int64_t parts = 3;                 // hi, mid, lo; 1 for BF16 rows (their own hi)
 };

@@ -19,6 +19,7 @@
 
 #include "loader/quantized_layout.h"
 #include "model/quantized_kernels.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 
@@ -40,10 +41,10 @@ struct Int8Activations {
   int64_t block = 0;
   // [rows, in] codes; for 4-bit weights inside each 64 inputs in the order the kernel unpacks
   // the nibbles (inputs 0-15, 32-47, 16-31, 48-63), for 8-bit ones in input order.
-  std::vector<int8_t> codes;
-  std::vector<float> scales;  // [rows, in / block]
+  base::CacheLineVector<int8_t> codes;
+  base::CacheLineVector<float> scales;  // [rows, in / block]
   // op.x_group_sums transposed to [groups, rows]: a tile of 8 rows loads a group's 8 at once.
-  std::vector<float> group_sums_by_group;
+  base::CacheLineVector<float> group_sums_by_group;
 };
 
 // Quantizes the rows of op.x in blocks of `block` inputs (32, 64 or 128) and keeps their

@@ -18,6 +18,7 @@
 #include "model/stream_prefetch.h"
 #include "model/vector_sum.h"
 #include "model/weight_tasks.h"
+#include "base/cache_line_vector.h"
 
 namespace placer::model {
 namespace {
@@ -328,7 +329,7 @@ std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::ve
   // The float32 sums and BF16 biases widened, in buffers reused per thread: decode steps call
   // this for every projection, where ATen's conversions (a dispatch and a fresh tensor each)
   // cost more than these loops.
-  thread_local std::vector<float> sums, bias_buffer;
+  thread_local base::CacheLineVector<float> sums, bias_buffer;
   std::vector<size_t> sums_at, bias_at;  // each weight's offsets in them (SIZE_MAX: a float32 bias)
   size_t sum_count = 0, bias_count = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -378,7 +379,7 @@ std::vector<at::Tensor> SmallBatchLinearsBf16(const at::Tensor& x, const std::ve
   }
   // Kept for the next decode step unless a large call grew it (4 MiB each at most).
   constexpr size_t kKeptFloats = size_t{1} << 20;
-  if (sums.capacity() > kKeptFloats) std::vector<float>().swap(sums);
+  if (sums.capacity() > kKeptFloats) base::CacheLineVector<float>().swap(sums);
   return ys;
 }
 
