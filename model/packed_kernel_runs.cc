@@ -78,7 +78,12 @@ std::vector<at::Tensor> Bf16KernelProducts(
     const at::Tensor& x, const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
     void (*arrange)(const QuantOperands&, base::CacheLineVector<uint32_t>*),
     void (*rows)(const QuantOperands&, const uint32_t*, int64_t, int64_t)) {
-  base::CacheLineVector<uint32_t> pairs;
+  // This thread's buffer, kept for its next call (trimmed after a long prompt), as
+  // ArrangedInputs is: a fresh one per product was an allocation per projection.
+  thread_local base::CacheLineVector<uint32_t> kept_pairs;
+  constexpr size_t kKeptPairs = size_t{1} << 20;
+  if (kept_pairs.capacity() > kKeptPairs) base::CacheLineVector<uint32_t>().swap(kept_pairs);
+  base::CacheLineVector<uint32_t>& pairs = kept_pairs;  // the helpers read the caller's
   return RunPackedProducts(
       x, weights, biases, [&](const QuantOperands& op) { arrange(op, &pairs); },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });
