@@ -35,7 +35,6 @@ constexpr int64_t kStripe = kCodeTileOutputs;
 constexpr int64_t kKBlock = kCodeTileInputs;
 constexpr int64_t kBlock = kDigitBlock;  // inputs per step t
 constexpr int64_t kKPerBlock = kBlock / kKBlock;
-constexpr int64_t kDigits = 3;
 constexpr int64_t kTileBytes = kCodeTileBytes;  // every tile: 16 rows of 64 bytes
 constexpr int64_t kPairOutputs = kCodePassOutputs;
 
@@ -47,9 +46,9 @@ __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
   const int64_t k_blocks = op.in / kKBlock, blocks = op.in / kBlock;
   const int64_t blocks_per_group = op.group_size / kBlock;
   const int64_t columns = inputs.row_tiles * kTileRows;
-  const int64_t row_tile_bytes = k_blocks * kDigits * kTileBytes;
+  const int64_t row_tile_bytes = k_blocks * kDigitsPerInput * kTileBytes;
   scratch.sums.resize(static_cast<size_t>(passes * kPairOutputs * columns));
-  alignas(64) int32_t tile_sums[2 * kDigits][kStripe][kTileRows];
+  alignas(64) int32_t tile_sums[2 * kDigitsPerInput][kStripe][kTileRows];
   const __m512 radix = _mm512_set1_ps(256.0f), radix2 = _mm512_set1_ps(65536.0f);
   for (int64_t rt = 0; rt < inputs.row_tiles; rt += 2) {
     const int8_t* b_of_pair = inputs.digits.data() + rt * row_tile_bytes;
@@ -65,7 +64,7 @@ __attribute__((target("amx-tile,amx-int8,avx512f"))) void MultiplyOutputs(
         _tile_zero(5);
         for (int64_t kb = b * kKPerBlock; kb < (b + 1) * kKPerBlock; ++kb) {
           _tile_loadd(6, CodeTile(scratch, k_blocks, stripe / 2, kb, stripe % 2), 64);
-          const int8_t* first = b_of_pair + kb * kDigits * kTileBytes;
+          const int8_t* first = b_of_pair + kb * kDigitsPerInput * kTileBytes;
           const int8_t* second = first + row_tile_bytes;
           // Digit j of row tile r into C tile 2j + r: tdpbssd for 8-bit codes (signed),
           // tdpbusd for 4-bit ones (0-15). Tile numbers are immediates, hence the macro.
@@ -135,24 +134,24 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void ArrangeDigits(const Qu
         inputs->steps[static_cast<size_t>((t * blocks + b) * kTileRows + i)] = scales[i].step;
       }
       for (int64_t kb = b * kKPerBlock; kb < (b + 1) * kKPerBlock; ++kb) {
-        __m512i rows[kDigits][16];
+        __m512i rows[kDigitsPerInput][16];
         for (int64_t i = 0; i < 16; ++i) {
           if (i >= valid) {
-            for (int j = 0; j < kDigits; ++j) rows[j][i] = _mm512_setzero_si512();
+            for (int j = 0; j < kDigitsPerInput; ++j) rows[j][i] = _mm512_setzero_si512();
             continue;
           }
           const float* x = op.x + (t * kTileRows + i) * op.in + kb * kKBlock;
-          __m128i quarter[4][kDigits];
+          __m128i quarter[4][kDigitsPerInput];
           for (int q = 0; q < 4; ++q) DigitsOf16(x + 16 * q, scales[i], quarter[q]);
-          for (int j = 0; j < kDigits; ++j) {
+          for (int j = 0; j < kDigitsPerInput; ++j) {
             __m512i whole = _mm512_castsi128_si512(quarter[0][j]);
             whole = _mm512_inserti32x4(whole, quarter[1][j], 1);
             whole = _mm512_inserti32x4(whole, quarter[2][j], 2);
             rows[j][i] = _mm512_inserti32x4(whole, quarter[3][j], 3);
           }
         }
-        int8_t* tiles = inputs->digits.data() + (t * k_blocks + kb) * kDigits * kTileBytes;
-        for (int j = 0; j < kDigits; ++j) {
+        int8_t* tiles = inputs->digits.data() + (t * k_blocks + kb) * kDigitsPerInput * kTileBytes;
+        for (int j = 0; j < kDigitsPerInput; ++j) {
           __m512 as_floats[16];
           for (int64_t i = 0; i < 16; ++i) as_floats[i] = _mm512_castsi512_ps(rows[j][i]);
           Transpose16x16(as_floats);
@@ -196,7 +195,7 @@ void ArrangeDigitTileInputs(const QuantOperands& op, DigitTileInputs* inputs) {
   int64_t row_tiles = (op.rows + kTileRows - 1) / kTileRows;
   row_tiles += row_tiles % 2;
   inputs->row_tiles = row_tiles;
-  inputs->digits.resize(static_cast<size_t>(row_tiles * op.in * kDigits * kTileRows));
+  inputs->digits.resize(static_cast<size_t>(row_tiles * op.in * kDigitsPerInput * kTileRows));
   inputs->steps.assign(static_cast<size_t>(row_tiles * blocks * kTileRows), 0.0f);
   inputs->group_sums.assign(static_cast<size_t>(row_tiles * op.groups * kTileRows), 0.0f);
   for (int64_t r = 0; r < op.rows; ++r) {

@@ -16,6 +16,12 @@
 namespace placer::model {
 
 inline constexpr int64_t kDigitBlock = 128;
+inline constexpr int64_t kDigitsPerInput = 3;  // top, middle, low
+// The decode digit kernels' layout: per block, each span of 64 inputs as one 64-byte vector
+// per digit.
+inline constexpr int64_t kDigitSpan = 64;
+inline constexpr int64_t kDigitSpansPerBlock = kDigitBlock / kDigitSpan;
+inline constexpr int64_t kBlockDigitBytes = kDigitsPerInput * kDigitBlock;
 // The largest |v|: 127 · 2^16, so that the top digit stays within [-127, 127].
 inline constexpr float kDigitRange = 127.0f * 65536.0f;
 

@@ -26,10 +26,6 @@ namespace {
 
 using loader::kPackedBlockHeaderBytes;
 
-constexpr int64_t kSpan = 64;
-constexpr int64_t kSpansPerBlock = kDigitBlock / kSpan;
-constexpr int64_t kDigits = 3;
-constexpr int64_t kBlockDigitBytes = kDigits * kDigitBlock;
 // Weight rows ahead that a row prefetches (quantized_int4_bf16.cc's reason).
 constexpr int64_t kRowsAhead = 4;
 
@@ -46,15 +42,15 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
                                                                          float* step) {
   const DigitScale scale = DigitScaleOf(x, group_sum);
   *step = scale.step;
-  for (int64_t s = 0; s < kSpansPerBlock; ++s) {
-    int8_t* out = digits + s * kDigits * kSpan;
+  for (int64_t s = 0; s < kDigitSpansPerBlock; ++s) {
+    int8_t* out = digits + s * kDigitsPerInput * kDigitSpan;
     for (int k = 0; k < 4; ++k) {
       // Unpack lanes 16k..16k+15 hold inputs: k = 0: 0-15, 1: 32-47, 2: 16-31, 3: 48-63.
       static constexpr int kFirstInput[4] = {0, 32, 16, 48};
-      __m128i split[kDigits];
-      DigitsOf16(x + s * kSpan + kFirstInput[k], scale, split);
-      for (int j = 0; j < kDigits; ++j) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * kSpan + 16 * k), split[j]);
+      __m128i split[kDigitsPerInput];
+      DigitsOf16(x + s * kDigitSpan + kFirstInput[k], scale, split);
+      for (int j = 0; j < kDigitsPerInput; ++j) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * kDigitSpan + 16 * k), split[j]);
       }
     }
   }
@@ -107,10 +103,12 @@ struct Lanes {
                                   reinterpret_cast<const __m256i*>(bytes + 32))), shifts), low_nibbles);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
           const int8_t* d = digits + (r * blocks + b) * kBlockDigitBytes;
-          __m512 part[kDigits];
-          _Pragma("GCC unroll 3") for (int j = 0; j < kDigits; ++j) {
-            __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w0, _mm512_loadu_si512(d + j * kSpan));
-            dot = _mm512_dpbusd_epi32(dot, w1, _mm512_loadu_si512(d + (kDigits + j) * kSpan));
+          __m512 part[kDigitsPerInput];
+          _Pragma("GCC unroll 3") for (int j = 0; j < kDigitsPerInput; ++j) {
+            const int8_t* digit = d + j * kDigitSpan;
+            __m512i dot = _mm512_dpbusd_epi32(float_bias_bits, w0, _mm512_loadu_si512(digit));
+            dot = _mm512_dpbusd_epi32(dot, w1,
+                                      _mm512_loadu_si512(digit + kDigitsPerInput * kDigitSpan));
             part[j] = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
           }
           const __m512 value =

@@ -29,10 +29,6 @@ namespace {
 
 using loader::kPackedBlockHeaderBytes;
 
-constexpr int64_t kSpan = 64;
-constexpr int64_t kSpansPerBlock = kDigitBlock / kSpan;
-constexpr int64_t kDigits = 3;
-constexpr int64_t kBlockDigitBytes = kDigits * kDigitBlock;
 // Weight rows ahead that a row prefetches: at least kStreamPrefetchBytes (stream_prefetch.h),
 // and at least 4, as the int8-activation kernel's one-row tiles do. ~1.1B int8 decode step
 // (placer-bench-model decode ... --quantize int8 --quantize-lm-head int8 --new-tokens 32,
@@ -47,11 +43,11 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
                                                                          float* step) {
   const DigitScale scale = DigitScaleOf(x, group_sum);
   *step = scale.step;
-  for (int64_t s = 0; s < kSpansPerBlock; ++s) {
-    uint8_t* out = digits + s * kDigits * kSpan;
-    for (int k = 0; k < kSpan / 16; ++k) {
-      __m128i split[kDigits];
-      DigitsOf16(x + s * kSpan + 16 * k, scale, split);
+  for (int64_t s = 0; s < kDigitSpansPerBlock; ++s) {
+    uint8_t* out = digits + s * kDigitsPerInput * kDigitSpan;
+    for (int k = 0; k < kDigitSpan / 16; ++k) {
+      __m128i split[kDigitsPerInput];
+      DigitsOf16(x + s * kDigitSpan + 16 * k, scale, split);
       // v + 2^23 from v's signed bytes: the unsigned bytes of top · 2^16 + middle · 2^8 + low
       // + 2^23, carried from the low byte up.
       const __m512i low = _mm512_cvtepi8_epi32(split[2]);
@@ -62,9 +58,9 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void DigitsOfBlock(const fl
           _mm512_add_epi32(low, _mm512_set1_epi32(1 << 23)));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * k),
                        _mm512_cvtepi32_epi8(_mm512_srli_epi32(v, 16)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + kSpan + 16 * k),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + kDigitSpan + 16 * k),
                        _mm512_cvtepi32_epi8(_mm512_srli_epi32(v, 8)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * kSpan + 16 * k),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * kDigitSpan + 16 * k),
                        _mm512_cvtepi32_epi8(v));
     }
   }
@@ -109,7 +105,8 @@ struct Lanes {
       for (int64_t bb = 0; bb < blocks_per_group; ++bb) {
         const int64_t b = g * blocks_per_group + bb;
         _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + bb * kDigitBlock), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + bb * kDigitBlock + kSpan), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(codes_ahead + bb * kDigitBlock + kDigitSpan),
+                     _MM_HINT_T0);
         const __m512i w0 = lines.Next();
         const __m512i w1 = lines.Next();
         const __m512i code_sums =
@@ -117,11 +114,12 @@ struct Lanes {
         const __m512i top_start = _mm512_sub_epi32(float_bias_bits, _mm512_slli_epi32(code_sums, 7));
         _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
           const uint8_t* d = digits + (r * blocks + b) * kBlockDigitBytes;
-          __m512 part[kDigits];
-          _Pragma("GCC unroll 3") for (int j = 0; j < kDigits; ++j) {
+          __m512 part[kDigitsPerInput];
+          _Pragma("GCC unroll 3") for (int j = 0; j < kDigitsPerInput; ++j) {
             __m512i dot = _mm512_dpbusd_epi32(j == 0 ? top_start : float_bias_bits,
-                                              _mm512_loadu_si512(d + j * kSpan), w0);
-            dot = _mm512_dpbusd_epi32(dot, _mm512_loadu_si512(d + (kDigits + j) * kSpan), w1);
+                                              _mm512_loadu_si512(d + j * kDigitSpan), w0);
+            dot = _mm512_dpbusd_epi32(
+                dot, _mm512_loadu_si512(d + (kDigitsPerInput + j) * kDigitSpan), w1);
             part[j] = _mm512_sub_ps(_mm512_castsi512_ps(dot), float_bias);
           }
           const __m512 value =
