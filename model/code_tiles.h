@@ -24,9 +24,9 @@ inline constexpr int64_t kMostCodeOutputs = 4 * kCodePassOutputs;  // outputs la
 enum class NibbleOrder { kInputs, kVnni };
 
 struct CodeTiles {
-  base::CacheLineVector<uint8_t> a;              // [passes][in / 64][2][16][64]: A tiles by k-block
-  base::CacheLineVector<float> scales, offsets;  // [passes · 32][groups]: each block's s and m
-  base::CacheLineVector<float> sums;             // the kernel's float32 sums, [passes · 32][columns]
+  base::CacheLineVector<uint8_t> a;              // [passes][in / 64][2][16][64]: A tiles
+  base::CacheLineVector<float> scales, offsets;  // [passes · 32][groups]: blocks' s and m
+  base::CacheLineVector<float> sums;             // float32 sums, [passes · 32][columns]
 };
 
 // The A tile of pass `pass`, k-block `kb` and stripe `stripe` (0 or 1) in tiles.a.

@@ -33,7 +33,8 @@ float SumInFixedOrder(const float* x, int64_t n) {
 // plain loop (exact); anything else through ATen into `widened`. Decode steps call this for
 // every linear of every layer, where ATen's conversion (a dispatch and a fresh tensor) costs
 // more than the widening itself.
-const float* FloatValues(const at::Tensor& t, base::CacheLineVector<float>& buffer, at::Tensor& widened) {
+const float* FloatValues(const at::Tensor& t, base::CacheLineVector<float>& buffer,
+                         at::Tensor& widened) {
   if (t.is_contiguous() && t.scalar_type() == at::kFloat) return t.data_ptr<float>();
   if (t.is_contiguous() && t.scalar_type() == at::kBFloat16) {
     const int64_t n = t.numel();

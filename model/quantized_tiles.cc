@@ -92,7 +92,7 @@ int64_t KBlocksPerSpan(const QuantOperands& op) {
 }
 
 struct Scratch {
-  base::CacheLineVector<uint16_t> a;             // [passes][in / 32][2][16][32]: A tiles, k-block by k-block
+  base::CacheLineVector<uint16_t> a;             // [passes][in / 32][2][16][32]: A tiles
   base::CacheLineVector<float> scales, offsets;  // [passes · 32][groups]
   base::CacheLineVector<float> sums;             // [passes · 32][row_tiles · 16]
 };
