@@ -332,6 +332,9 @@ std::vector<Int8ActivationIsa> RunnableInt8ActivationIsas() {
         __builtin_cpu_supports("avxvnni")) {
       isas.push_back(Int8ActivationIsa::kAvxVnni);
     }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      isas.push_back(Int8ActivationIsa::kAvx2);
+    }
     return isas;
   }();
   return runnable;
@@ -346,6 +349,7 @@ const char* Int8ActivationIsaName(Int8ActivationIsa isa) {
   switch (isa) {
     case Int8ActivationIsa::kAvx512Vnni: return "avx512_vnni";
     case Int8ActivationIsa::kAvxVnni: return "avx_vnni";
+    case Int8ActivationIsa::kAvx2: return "avx2";
     case Int8ActivationIsa::kNone: break;
   }
   return "none";
@@ -409,7 +413,7 @@ void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations
   out->block = block;
   out->codes.resize(static_cast<size_t>(rows * op.in));
   out->scales.resize(static_cast<size_t>(rows * (op.in / block)));
-  if (isa == Int8ActivationIsa::kAvxVnni) {
+  if (isa == Int8ActivationIsa::kAvxVnni || isa == Int8ActivationIsa::kAvx2) {
     QuantizeActivationsAvx2(op, block, out);
   } else {
     QuantizeActivationsAvx512(op, block, out);
@@ -420,6 +424,10 @@ void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations
                                   int64_t n0, int64_t n1, Int8ActivationIsa isa) {
   if (isa == Int8ActivationIsa::kAvxVnni) {
     QuantizedRowsAvxVnni(op, codes, n0, n1);
+    return;
+  }
+  if (isa == Int8ActivationIsa::kAvx2) {
+    QuantizedRowsAvx2Int8(op, codes, n0, n1);
     return;
   }
   // Prompt chunks in tiles of 8 rows (`placer-bench-model quantized-products`, the small

@@ -1,8 +1,9 @@
 // Inside QuantizedLinear under --quantize-activations int8: 4- and 8-bit packed weights multiplied
 // with int8 activations by VNNI's vpdpbusd (AVX512-VNNI, or AVX-VNNI's 256-bit form in
-// quantized_avx_vnni.cc with the same bits; unsigned codes x signed activations, four
-// products summed into each int32 lane), as llama.cpp multiplies Q4_0 with Q8_0 and vLLM's
-// CPU W8A8 kernels quantize activations per token.
+// quantized_avx2_int8.cc with the same bits; unsigned codes x signed activations, four
+// products summed into each int32 lane), or on plain AVX2 by vpmaddubsw and vpmaddwd (the same
+// integers, so the same bits), as llama.cpp multiplies Q4_0 with Q8_0 and vLLM's CPU W8A8
+// kernels quantize activations per token.
 //
 // Each input row is quantized per block of ActivationBlock inputs (32 or 64 for 4-bit weights
 // in groups of 32 or 64, else 128, always inside one weight group): scale d = max|x| / 127, codes
@@ -23,13 +24,14 @@
 
 namespace placer::model {
 
-// The kernel's instruction sets: AVX-512 F, BW, DQ and VNNI (quantized_vnni.cc), or AVX2, FMA
-// and AVX-VNNI (quantized_avx_vnni.cc: the same bits on 8-lane halves).
-enum class Int8ActivationIsa { kNone, kAvxVnni, kAvx512Vnni };
+// The kernel's instruction sets: AVX-512 F, BW, DQ and VNNI (quantized_vnni.cc), AVX2, FMA and
+// AVX-VNNI, or AVX2 and FMA alone (quantized_avx2_int8.cc: the same bits on 8-lane halves).
+enum class Int8ActivationIsa { kNone, kAvx2, kAvxVnni, kAvx512Vnni };
 Int8ActivationIsa DetectInt8ActivationIsa();               // the best this CPU runs
 std::vector<Int8ActivationIsa> RunnableInt8ActivationIsas();  // every one it runs, best first
-const char* Int8ActivationIsaName(Int8ActivationIsa isa);     // "avx512_vnni", "avx_vnni"
-// Whether this CPU runs either.
+// "avx512_vnni", "avx_vnni", "avx2"
+const char* Int8ActivationIsaName(Int8ActivationIsa isa);
+// Whether this CPU runs any (AVX2 and FMA suffice).
 bool Int8ActivationKernelRuns();
 // 4-bit weights whose groups are 32 or 64 inputs (a multiple of 64 inputs) or a multiple of 128, and
 // 8-bit weights whose groups are a multiple of 128 (one per output channel included).
@@ -53,15 +55,17 @@ void QuantizeActivations(const QuantOperands& op, int64_t block, Int8Activations
                          Int8ActivationIsa isa = DetectInt8ActivationIsa());
 
 // Outputs [n0, n1) of every row of op (op.x unused: the activations are `codes`), by `isa`'s
-// kernel (which must run here); the same bits on both.
+// kernel (which must run here); the same bits on all.
 void QuantizedRowsInt8Activations(const QuantOperands& op, const Int8Activations& codes,
                                   int64_t n0, int64_t n1,
                                   Int8ActivationIsa isa = DetectInt8ActivationIsa());
 
-// quantized_avx_vnni.cc's halves of the two above (QuantizeActivationsAvx2 fills the codes and
+// quantized_avx2_int8.cc's halves of the two above (QuantizeActivationsAvx2 fills the codes and
 // scales that QuantizeActivations sized).
 void QuantizeActivationsAvx2(const QuantOperands& op, int64_t block, Int8Activations* out);
 void QuantizedRowsAvxVnni(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
                           int64_t n1);
+void QuantizedRowsAvx2Int8(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
+                           int64_t n1);
 
 }  // namespace placer::model

@@ -1,4 +1,4 @@
-// What the int8-activation kernels (quantized_vnni.cc, quantized_avx_vnni.cc) share about the
+// What the int8-activation kernels (quantized_vnni.cc, quantized_avx2_int8.cc) share about the
 // packed bytes they read: the order in which one load,
 // shift and mask unpacks a 64-input span's nibbles (inputs 0-15, 32-47, 16-31, 48-63), which
 // the activations of 4-bit weights are stored in so that each vpdpbusd lane multiplies the

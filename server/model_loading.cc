@@ -125,7 +125,7 @@ absl::StatusOr<ModelSnapshot> LoadServedModel(const std::string& dir,
                        ? "; prompt chunks past 16 rows on AMX-INT8 tiles, blocks of 64 or 128"
                        : "");
     } else {
-      spdlog::warn("--quantize-activations int8: this CPU lacks AVX512-VNNI and AVX-VNNI; activations stay "
+      spdlog::warn("--quantize-activations int8: this CPU lacks AVX2; activations stay "
                    "float (exact)");
     }
   }

@@ -1,4 +1,4 @@
-// --quantize-activations int8 (model/quantized_vnni.h) on CPUs with AVX512-VNNI: 4-bit packed
+// --quantize-activations int8 (model/quantized_vnni.h) on every ISA the CPU runs: 4- and 8-bit packed
 // weights times activations quantized per 128 inputs match a float64 product of the same
 // integer codes and scales, decoded here from the packed bytes as loader/quantized_layout.h
 // documents them; a row's result is bit-identical alone and in any batch, whatever the
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "loader/quantized_layout.h"
 #include "loader/quantized_weight.h"
 #include "model/causal_lm.h"
 #include "model/int8_activation_tiles.h"
@@ -24,7 +25,7 @@ namespace {
 class Int8ActivationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI and AVX-VNNI";
+    if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX2";
   }
 };
 
@@ -69,11 +70,51 @@ TEST_F(Int8ActivationsTest, MatchesAFloat64ProductOfTheSameCodes) {
   }
 }
 
-// The AVX-VNNI kernel is the AVX-512 one on 8-lane halves, summed in _mm512_reduce_add_ps's
-// order: a server moved between the two CPU kinds gives the same tokens.
-TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
+// The largest products the kernels meet: 8-bit codes of -128 and +-127 (as GPTQ and
+// compressed-tensors checkpoints can hold) times activation codes of +-127 whose signs follow the
+// weights', so every product is positive and as large as it gets. vpmaddubsw (AVX2) adds two
+// products into an int16 lane: the kernels must keep each pair within it (q + 128 would not).
+TEST_F(Int8ActivationsTest, ExtremeCodesAreExact) {
+  for (const auto& [in, group] : std::vector<std::pair<int64_t, int64_t>>{{256, 128}, {384, 384}}) {
+    const int64_t out = 6;
+    at::Tensor packed = PackRandomWeight(out, in, group, 90, 8).clone();
+    const loader::PackedLayout layout = *loader::PackedLayoutOf(packed);
+    const int64_t groups = in / group, block_bytes = loader::kPackedBlockHeaderBytes + group;
+    uint8_t* bytes = static_cast<uint8_t*>(packed.data_ptr());
+    at::Tensor x = at::empty({3, in}, at::kFloat);
+    for (int64_t n = 0; n < out; ++n) {
+      for (int64_t c = 0; c < in; ++c) {
+        // Row 0 all -128, row 1 all +127, the others -128, 127, -127 in turn.
+        const int8_t code = n == 0 ? -128 : n == 1 ? 127 : (c % 3 == 0 ? -128 : c % 3 == 1 ? 127 : -127);
+        bytes[(n * groups + c / group) * block_bytes + loader::kPackedBlockHeaderBytes + c % group] =
+            static_cast<uint8_t>(code);
+      }
+    }
+    for (int64_t c = 0; c < in; ++c) {
+      x[0][c] = -1.0f;                         // codes -127: with row 0, products of 128 · 127
+      x[1][c] = 1.0f;                          // +127
+      x[2][c] = c % 3 == 1 ? 2.0f : -2.0f;     // the signs of rows 2-5's codes
+    }
+    ASSERT_EQ(layout.bits, 8);
+    for (Int8ActivationIsa isa : RunnableInt8ActivationIsas()) {
+      SCOPED_TRACE(testing::Message() << in << " g" << group << " " << Int8ActivationIsaName(isa));
+      const at::Tensor y = QuantizedLinearInt8Activations(x, packed, at::Tensor(), isa);
+      std::vector<double> want, magnitude;
+      Int8ActivationReference(x, packed, at::Tensor(), &want, &magnitude);
+      const float* got = y.data_ptr<float>();
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-5 * magnitude[i] + 1e-6) << "output " << i;
+      }
+    }
+  }
+}
+
+// The AVX-VNNI and AVX2 kernels are the AVX-512 one on 8-lane halves, summed in
+// _mm512_reduce_add_ps's order, with the same integer dots: a server moved between CPU kinds
+// gives the same tokens.
+TEST_F(Int8ActivationsTest, EveryIsaGivesTheSameBits) {
   const std::vector<Int8ActivationIsa>& runnable = RunnableInt8ActivationIsas();
-  if (runnable.size() < 2) GTEST_SKIP() << "this CPU runs one of AVX512-VNNI and AVX-VNNI";
+  if (runnable.size() < 2) GTEST_SKIP() << "this CPU runs one of AVX512-VNNI, AVX-VNNI and AVX2";
   int seed = 70;
   for (const auto& [out, in, group, bits] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
            {5, 128, 128, 4}, {66, 512, 256, 4}, {33, 384, 384, 4}, {9, 192, 32, 4},
@@ -84,11 +125,14 @@ TEST_F(Int8ActivationsTest, BothIsasGiveTheSameBits) {
         at::Tensor x = SeededRandn({rows, in}, ++seed);
         if (rows > 2) x[1].zero_();
         const at::Tensor bias = with_bias ? SeededRandn({out}, ++seed) : at::Tensor();
-        const at::Tensor wide = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvx512Vnni);
-        const at::Tensor narrow = QuantizedLinearInt8Activations(x, packed, bias, Int8ActivationIsa::kAvxVnni);
-        ASSERT_TRUE(at::equal(wide, narrow))
-            << bits << "-bit " << out << "x" << in << " g" << group << " rows " << rows << " bias " << with_bias
-            << ": largest difference " << (wide - narrow).abs().max().item<float>();
+        const at::Tensor best = QuantizedLinearInt8Activations(x, packed, bias, runnable[0]);
+        for (size_t i = 1; i < runnable.size(); ++i) {
+          const at::Tensor other = QuantizedLinearInt8Activations(x, packed, bias, runnable[i]);
+          ASSERT_TRUE(at::equal(best, other))
+              << Int8ActivationIsaName(runnable[i]) << " vs " << Int8ActivationIsaName(runnable[0]) << ": "
+              << bits << "-bit " << out << "x" << in << " g" << group << " rows " << rows << " bias "
+              << with_bias << ": largest difference " << (best - other).abs().max().item<float>();
+        }
       }
     }
   }

@@ -129,7 +129,7 @@ TEST_P(PrequantizedCheckpoint, Int8ActivationsStayNearTheReferenceAndBatchInvari
     if (q == nullptr) q = checkpoint_->QuantizedLinear(absl::StrCat("model.layers.0.", linear, ".weight"));
   }
   ASSERT_NE(q, nullptr);
-  if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI and AVX-VNNI";
+  if (!Int8ActivationKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX2";
   auto reference = Load(reference_, RuntimePlan::AllOnCpu());
   ASSERT_TRUE(reference);
   // The mode is process-wide (set at load): the float logits first, with it off.

@@ -1,8 +1,10 @@
-// The --quantize-activations int8 kernel (4- and 8-bit weights) for CPUs with AVX-VNNI but not AVX-512 (Alder Lake and
-// later client cores): the AVX-512 kernel's arithmetic (quantized_vnni.cc) on two 8-lane halves.
+// The --quantize-activations int8 kernel (4- and 8-bit weights) for CPUs without AVX-512: the
+// AVX-512 kernel's arithmetic (quantized_vnni.cc) on two 8-lane halves, with AVX-VNNI's 256-bit
+// vpdpbusd (Alder Lake and later client cores) or, on plain AVX2 (Zen 2/3, Haswell to Skylake
+// client cores), vpmaddubsw and vpmaddwd, as llama.cpp multiplies Q8_0 and Q4_0 blocks there.
 // Each 512-bit vector there is a pair of 256-bit ones here (lanes 0-7, 8-15), every lane gets the
 // same integer dot product and the same float operations, and the lanes are summed in the order
-// of GCC's _mm512_reduce_add_ps: so both kernels give the same bits (tested where both run).
+// of GCC's _mm512_reduce_add_ps: so all three kernels give the same bits (tested where two run).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -18,6 +20,24 @@ namespace {
 using loader::kPackedBlockHeaderBytes;
 
 constexpr int64_t kBlock = 128;  // activation block, as quantized_vnni.cc's (64 for 4-bit groups of 64)
+
+// acc plus, in each int32 lane, the four products of its unsigned bytes of u with the signed bytes
+// of s. AVX-VNNI's vpdpbusd is written as assembly so that one template, built for AVX2 and FMA
+// only, serves both ISAs: a function built with target("avxvnni") lets the compiler use VNNI
+// instructions anywhere in it, which the AVX2 instantiation must never run. The AVX2 form sums
+// pairs of products into int16 lanes first (vpmaddubsw saturates there): exact while no pair
+// passes 32767, which the callers keep (4-bit codes 2 · 15 · 127; 8-bit codes as magnitudes,
+// their signs moved onto the activations: 2 · 128 · 127). ("%{vex%}": braces escaped for asm.)
+template <bool kVnni>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i AddProducts(__m256i acc, __m256i u,
+                                                                              __m256i s) {
+  if constexpr (kVnni) {
+    asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+    return acc;
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+}
 
 // _mm512_reduce_add_ps of the vector whose lanes 0-7 are `low` and 8-15 `high`: halves added,
 // then 128-bit halves, then lanes i + i+2, then the two left.
@@ -47,9 +67,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
   }
 }
 
-// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1, Bits, Block>'s operations, lane for lane.
-template <int R, int Bits, int Block = kBlock>
-__attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands& op,
+// Outputs n of input rows r0..r0+R-1: TileVnni<R, 1, Bits, Block>'s integer dots and float
+// operations, lane for lane.
+template <bool kVnni, int R, int Bits, int Block = kBlock>
+__attribute__((target("avx2,fma"))) void Row256(const QuantOperands& op,
                                                             const Int8Activations& xa,
                                                             int64_t r0, int64_t n) {
   const int64_t in = op.in, groups = op.groups;
@@ -76,15 +97,24 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
       const uint8_t* bytes = p + bb * block_payload;
       const uint8_t* ahead = next + g * op.block_bytes + kPackedBlockHeaderBytes + bb * block_payload;
       __m256i w0_low, w0_high, w1_low, w1_high;
+      // 8-bit codes on AVX2: their signs, moved onto the activations row by row.
+      __m256i signs[4] = {};
       if constexpr (Bits == 8) {
         // The AVX-512 kernel's w0 is bytes 0-63 (its lanes 0-7 the low half here, 8-15 the
-        // high one), w1 bytes 64-127.
+        // high one), w1 bytes 64-127. VNNI multiplies q + 128 (the sign bit flipped); AVX2
+        // |q|, whose products with the activations' codes stay within vpmaddubsw's int16.
         _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
-        w0_low = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes)), sign_bits);
-        w0_high = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32)), sign_bits);
-        w1_low = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 64)), sign_bits);
-        w1_high = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 96)), sign_bits);
+        __m256i* const codes8[4] = {&w0_low, &w0_high, &w1_low, &w1_high};
+        for (int i = 0; i < 4; ++i) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32 * i));
+          if constexpr (kVnni) {
+            *codes8[i] = _mm256_xor_si256(raw, sign_bits);
+          } else {
+            signs[i] = raw;
+            *codes8[i] = _mm256_abs_epi8(raw);
+          }
+        }
       } else {
         // The AVX-512 kernel's w0 is these 32 bytes' low nibbles then their high nibbles; w1
         // the next 32 bytes' likewise.
@@ -102,25 +132,30 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
       for (int r = 0; r < R; ++r) {
         const int8_t* x = codes + r * in + b * Block;
         const __m256 sd = _mm256_mul_ps(scale, _mm256_set1_ps(activation_scales[r * blocks + b]));
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-        const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
-        const __m256i x1 = kTwoSpans ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64))
-                                     : _mm256_setzero_si256();
-        const __m256i x3 = kTwoSpans ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96))
-                                     : _mm256_setzero_si256();
+        __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+        __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+        __m256i x1 = kTwoSpans ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64))
+                               : _mm256_setzero_si256();
+        __m256i x3 = kTwoSpans ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96))
+                               : _mm256_setzero_si256();
         __m256i start_low = float_bias_bits, start_high = float_bias_bits;
-        if constexpr (Bits == 8) {  // as the AVX-512 kernel: q + 128, less 128 times a
+        if constexpr (Bits == 8 && kVnni) {  // as the AVX-512 kernel: q + 128, less 128 times a
           const __m256i zero = _mm256_setzero_si256();
-          start_low = _mm256_sub_epi32(start_low, _mm256_dpbusd_avx_epi32(
-                                                      _mm256_dpbusd_avx_epi32(zero, sign_bits, x0), sign_bits, x1));
-          start_high = _mm256_sub_epi32(start_high, _mm256_dpbusd_avx_epi32(
-                                                        _mm256_dpbusd_avx_epi32(zero, sign_bits, x2), sign_bits, x3));
+          start_low = _mm256_sub_epi32(
+              start_low, AddProducts<kVnni>(AddProducts<kVnni>(zero, sign_bits, x0), sign_bits, x1));
+          start_high = _mm256_sub_epi32(
+              start_high, AddProducts<kVnni>(AddProducts<kVnni>(zero, sign_bits, x2), sign_bits, x3));
+        } else if constexpr (Bits == 8) {  // |q| · (a with q's sign) = q · a
+          x0 = _mm256_sign_epi8(x0, signs[0]);
+          x2 = _mm256_sign_epi8(x2, signs[1]);
+          x1 = _mm256_sign_epi8(x1, signs[2]);
+          x3 = _mm256_sign_epi8(x3, signs[3]);
         }
-        __m256i dot_low = _mm256_dpbusd_avx_epi32(start_low, w0_low, x0);
-        __m256i dot_high = _mm256_dpbusd_avx_epi32(start_high, w0_high, x2);
+        __m256i dot_low = AddProducts<kVnni>(start_low, w0_low, x0);
+        __m256i dot_high = AddProducts<kVnni>(start_high, w0_high, x2);
         if constexpr (kTwoSpans) {
-          dot_low = _mm256_dpbusd_avx_epi32(dot_low, w1_low, x1);
-          dot_high = _mm256_dpbusd_avx_epi32(dot_high, w1_high, x3);
+          dot_low = AddProducts<kVnni>(dot_low, w1_low, x1);
+          dot_high = AddProducts<kVnni>(dot_high, w1_high, x3);
         }
         low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
         high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
@@ -132,8 +167,8 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni(const QuantOperands&
 
 // Output n of rows r0..r0+R-1 for weights in groups of 32: TileVnni32<R, 1>'s operations, lane
 // for lane (each half's lanes 0-3 are the span's first group, 4-7 its second).
-template <int R>
-__attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperands& op,
+template <bool kVnni, int R>
+__attribute__((target("avx2,fma"))) void Row256Groups32(const QuantOperands& op,
                                                               const Int8Activations& xa,
                                                               int64_t r0, int64_t n) {
   const int64_t in = op.in, groups = op.groups;
@@ -165,9 +200,9 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperand
       const __m256 sd = _mm256_mul_ps(
           scale, _mm256_blend_ps(_mm256_set1_ps(activation_scales[r * groups + g]),
                                  _mm256_set1_ps(activation_scales[r * groups + g + 1]), kSecondGroup));
-      const __m256i dot_low = _mm256_dpbusd_avx_epi32(
+      const __m256i dot_low = AddProducts<kVnni>(
           float_bias_bits, w_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-      const __m256i dot_high = _mm256_dpbusd_avx_epi32(
+      const __m256i dot_high = AddProducts<kVnni>(
           float_bias_bits, w_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
       low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
       high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
@@ -176,18 +211,18 @@ __attribute__((target("avx2,fma,avxvnni"))) void RowAvxVnni32(const QuantOperand
   EndRow<R>(op, row, low, high, r0, n);
 }
 
-template <int R>
-void ChunkAvxVnni(const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n0,
+template <bool kVnni, int R>
+void Chunk256(const QuantOperands& op, const Int8Activations& xa, int64_t r0, int64_t n0,
                   int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     if (op.bits == 8) {
-      RowAvxVnni<R, 8>(op, xa, r0, n);
+      Row256<kVnni, R, 8>(op, xa, r0, n);
     } else if (op.group_size == 32) {
-      RowAvxVnni32<R>(op, xa, r0, n);
+      Row256Groups32<kVnni, R>(op, xa, r0, n);
     } else if (op.group_size == 64) {
-      RowAvxVnni<R, 4, 64>(op, xa, r0, n);
+      Row256<kVnni, R, 4, 64>(op, xa, r0, n);
     } else {
-      RowAvxVnni<R, 4>(op, xa, r0, n);
+      Row256<kVnni, R, 4>(op, xa, r0, n);
     }
   }
 }
@@ -228,16 +263,30 @@ __attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const QuantOper
   }
 }
 
-void QuantizedRowsAvxVnni(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
-                          int64_t n1) {
+namespace {
+
+template <bool kVnni>
+void Rows256(const QuantOperands& op, const Int8Activations& codes, int64_t n0, int64_t n1) {
   for (int64_t r = 0; r < op.rows; r += 4) {
     switch (std::min<int64_t>(4, op.rows - r)) {
-      case 1: ChunkAvxVnni<1>(op, codes, r, n0, n1); break;
-      case 2: ChunkAvxVnni<2>(op, codes, r, n0, n1); break;
-      case 3: ChunkAvxVnni<3>(op, codes, r, n0, n1); break;
-      default: ChunkAvxVnni<4>(op, codes, r, n0, n1); break;
+      case 1: Chunk256<kVnni, 1>(op, codes, r, n0, n1); break;
+      case 2: Chunk256<kVnni, 2>(op, codes, r, n0, n1); break;
+      case 3: Chunk256<kVnni, 3>(op, codes, r, n0, n1); break;
+      default: Chunk256<kVnni, 4>(op, codes, r, n0, n1); break;
     }
   }
+}
+
+}  // namespace
+
+void QuantizedRowsAvxVnni(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
+                          int64_t n1) {
+  Rows256<true>(op, codes, n0, n1);
+}
+
+void QuantizedRowsAvx2Int8(const QuantOperands& op, const Int8Activations& codes, int64_t n0,
+                           int64_t n1) {
+  Rows256<false>(op, codes, n0, n1);
 }
 
 }  // namespace placer::model
