@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "model/bf16_rounding.h"
@@ -294,6 +295,11 @@ int64_t SmallBatchBf16MaxRows(Bf16Isa isa) {
   // `placer-bench-model products` (small preset, 2 threads, ms per step, AVX512-BF16 CPU): the
   // kernel beats ATen's BF16 linear (oneDNN) to 8 rows (12 vs 22 at 1, 36 vs 39 at 8) and
   // loses from 16 (104 vs 48), where oneDNN's GEMM reuses each weight across more rows.
+  // With AVX2 alone oneDNN has no BF16 GEMM and ATen's fallback is a scalar loop: every row
+  // count stays here (small preset's layers at 64 rows, 2 threads, a Zen 3 EPYC, `placer-bench-model
+  // quantized-products`: 138 ms a pass against ATen's 4406; a 64-token prompt of the small BF16
+  // model took 4.7 s through placerd).
+  if (isa == Bf16Isa::kAvx2) return std::numeric_limits<int64_t>::max();
   return isa == Bf16Isa::kNone ? 0 : 8;
 }
 

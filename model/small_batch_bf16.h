@@ -29,6 +29,7 @@ const char* Bf16IsaName(Bf16Isa isa);
 
 // Input rows up to which the kernels are used; prompt chunks go to the BF16 prompt-chunk kernel
 // (prompt_chunk_bf16.h) with AVX512-BF16, else to ATen's BF16 GEMM (oneDNN).
+// (Every row count on AVX2 alone, where ATen's BF16 GEMM has no vector path.)
 int64_t SmallBatchBf16MaxRows(Bf16Isa isa);
 
 // True when x ([..., in]) and weight ([out, in], contiguous) are BF16 CPU tensors and bias is
