@@ -90,11 +90,14 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
       };
     };
     nlohmann::json point = {{"rows", rows}};
-    point["bf16_ms"] = {
-        {"aten", MedianMilliseconds(each([&](size_t i) { at::linear(inputs[i], bf16[i]); }), runs)},
-        {"placer", MedianMilliseconds(each([&](size_t i) {
-           model::SmallBatchLinearBf16(inputs[i], bf16[i], {}, model::DetectBf16Isa());
-         }), runs)}};
+    point["bf16_ms"] = {{"placer", MedianMilliseconds(each([&](size_t i) {
+                           model::SmallBatchLinearBf16(inputs[i], bf16[i], {}, model::DetectBf16Isa());
+                         }), runs)}};
+    // ATen's BF16 GEMM only where it has a vector path (AtenBf16GemmIsVectorized).
+    if (model::AtenBf16GemmIsVectorized()) {
+      point["bf16_ms"]["aten"] =
+          MedianMilliseconds(each([&](size_t i) { at::linear(inputs[i], bf16[i]); }), runs);
+    }
     for (size_t s = 0; s < schemes.size(); ++s) {
       nlohmann::json ways;
       for (model::QuantIsa isa : isas) {
@@ -122,13 +125,14 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
         }), runs);
       }
       // Prompt chunks: the weight unpacked into a reused buffer (the best ISA; "none" is the
-      // loader's scalar unpacking), then ATen's BF16 GEMM (oneDNN).
+      // loader's scalar unpacking), then Linear, as serving does (ATen's BF16 GEMM past a few
+      // rows where oneDNN has BF16 kernels, the few-row BF16 kernel on AVX2 alone).
       at::Tensor scratch;
       for (model::QuantIsa isa : {model::DetectQuantIsa(), model::QuantIsa::kNone}) {
         ways[std::string("unpack_") + model::QuantIsaName(isa) + "_gemm"] =
             MedianMilliseconds(each([&](size_t i) {
           model::UnpackQuantizedWeight(packed[s][i], at::kBFloat16, isa, scratch);
-          at::linear(inputs[i], scratch);
+          model::Linear(inputs[i], scratch);
         }), runs);
       }
       // Or the AMX tiles (one part: a BF16 input is its own hi).
@@ -219,6 +223,7 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
   for (model::QuantIsa isa : isas) isa_names.push_back(model::QuantIsaName(isa));
   return {{"isas", isa_names},
           {"bf16_isa", model::Bf16IsaName(model::DetectBf16Isa())},
+          {"aten_bf16_gemm_vectorized", model::AtenBf16GemmIsVectorized()},
           {"max_rows", max_rows},
           {"bf16_gemm_amx", model::BfloatGemmHasAmx()},
           {"threads", at::get_num_threads()},

@@ -101,7 +101,8 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2,
          }), runs)},
         {"sgemm", MedianMilliseconds(each([&](size_t i) { at::mm(inputs[i], in_out[i]); }), runs)}};
     // The same products over BF16 weights (a BF16 checkpoint): each BF16 kernel this CPU
-    // runs against ATen's BF16 linear (oneDNN), which prompt chunks use.
+    // runs against ATen's BF16 linear (oneDNN), which prompt chunks use where it is vectorized
+    // (elsewhere it is a scalar loop, not timed: AtenBf16GemmIsVectorized).
     std::vector<at::Tensor> weights_bf16, inputs_bf16;
     for (size_t i = 0; i < out_in.size() && !force_avx2; ++i) {
       weights_bf16.push_back(out_in[i].to(at::kBFloat16));
@@ -111,9 +112,12 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2,
       points.push_back(point);
       continue;
     }
-    point["bf16_out_in_ms"] = {{"aten", MedianMilliseconds(each([&](size_t i) {
-                                  at::linear(inputs_bf16[i], weights_bf16[i]);
-                                }), runs)}};
+    point["bf16_out_in_ms"] = nlohmann::json::object();
+    if (model::AtenBf16GemmIsVectorized()) {
+      point["bf16_out_in_ms"]["aten"] = MedianMilliseconds(each([&](size_t i) {
+        at::linear(inputs_bf16[i], weights_bf16[i]);
+      }), runs);
+    }
     for (model::Bf16Isa bf16 : model::RunnableBf16Isas()) {
       point["bf16_out_in_ms"][model::Bf16IsaName(bf16)] = MedianMilliseconds(each([&](size_t i) {
         model::SmallBatchLinearBf16(inputs_bf16[i], weights_bf16[i], {}, bf16);
@@ -147,6 +151,7 @@ nlohmann::json MeasureSmallBatchProducts(int runs, bool force_avx2,
   return {{"isa", isa == model::VectorIsa::kAvx512 ? "avx512" : "avx2"},
           {"bf16_isa", model::Bf16IsaName(model::DetectBf16Isa())},
           {"bf16_max_rows", model::SmallBatchBf16MaxRows(model::DetectBf16Isa())},
+          {"aten_bf16_gemm_vectorized", model::AtenBf16GemmIsVectorized()},
           {"bf16_isas", [&] {
              nlohmann::json names = nlohmann::json::array();
              if (!force_avx2) {

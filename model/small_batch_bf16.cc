@@ -303,6 +303,11 @@ int64_t SmallBatchBf16MaxRows(Bf16Isa isa) {
   return isa == Bf16Isa::kNone ? 0 : 8;
 }
 
+bool AtenBf16GemmIsVectorized() {
+  const Bf16Isa isa = DetectBf16Isa();
+  return isa == Bf16Isa::kAvx512 || isa == Bf16Isa::kAvx512Bf16;
+}
+
 bool SmallBatchBf16Applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const auto cpu = [](const at::Tensor& t, at::ScalarType type) {
     return t.device().is_cpu() && t.scalar_type() == type && t.layout() == at::kStrided;

@@ -32,6 +32,11 @@ const char* Bf16IsaName(Bf16Isa isa);
 // (Every row count on AVX2 alone, where ATen's BF16 GEMM has no vector path.)
 int64_t SmallBatchBf16MaxRows(Bf16Isa isa);
 
+// Whether ATen's BF16 GEMM has a vector path on this CPU: oneDNN's BF16 kernels need AVX-512;
+// below it ATen runs a scalar loop (seconds for one 64-row pass of the small preset's layers),
+// so nothing here sends BF16 rows to it and the bench does not time it.
+bool AtenBf16GemmIsVectorized();
+
 // True when x ([..., in]) and weight ([out, in], contiguous) are BF16 CPU tensors and bias is
 // undefined or a contiguous BF16 / float32 [out].
 bool SmallBatchBf16Applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
