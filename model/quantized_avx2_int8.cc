@@ -39,6 +39,27 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256i AddProducts(__
   }
 }
 
+// The int32 lanes of AddProducts<false>(AddProducts<false>(0, w0, x0), w1, x1) (w1 · x1 only
+// where kTwoSpans), in fewer instructions and registers, which on AVX2's 16 registers keeps a
+// 4-row tile's accumulators out of memory: 4-bit codes' pairs of products (at most
+// 2 · 15 · 127 each) are summed as int16 before the one vpmaddwd, 8-bit ones (2 · 128 · 127)
+// cannot be. The lanes are the same integers, and converting them (below 2^24) is exact, as the
+// VNNI form's float-bias trick: so the same bits.
+template <int Bits, bool kTwoSpans>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i DotAvx2(__m256i w0, __m256i x0,
+                                                                          __m256i w1, __m256i x1) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i pairs0 = _mm256_maddubs_epi16(w0, x0);
+  if constexpr (!kTwoSpans) {
+    return _mm256_madd_epi16(pairs0, ones);
+  } else if constexpr (Bits == 4) {
+    return _mm256_madd_epi16(_mm256_add_epi16(pairs0, _mm256_maddubs_epi16(w1, x1)), ones);
+  } else {
+    return _mm256_add_epi32(_mm256_madd_epi16(pairs0, ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(w1, x1), ones));
+  }
+}
+
 // _mm512_reduce_add_ps of the vector whose lanes 0-7 are `low` and 8-15 `high`: halves added,
 // then 128-bit halves, then lanes i + i+2, then the two left.
 __attribute__((target("avx2,fma"), always_inline)) inline float SumLikeAvx512(__m256 low,
@@ -151,14 +172,21 @@ __attribute__((target("avx2,fma"))) void Row256(const QuantOperands& op,
           x1 = _mm256_sign_epi8(x1, signs[2]);
           x3 = _mm256_sign_epi8(x3, signs[3]);
         }
-        __m256i dot_low = AddProducts<kVnni>(start_low, w0_low, x0);
-        __m256i dot_high = AddProducts<kVnni>(start_high, w0_high, x2);
-        if constexpr (kTwoSpans) {
-          dot_low = AddProducts<kVnni>(dot_low, w1_low, x1);
-          dot_high = AddProducts<kVnni>(dot_high, w1_high, x3);
+        if constexpr (kVnni) {
+          __m256i dot_low = AddProducts<kVnni>(start_low, w0_low, x0);
+          __m256i dot_high = AddProducts<kVnni>(start_high, w0_high, x2);
+          if constexpr (kTwoSpans) {
+            dot_low = AddProducts<kVnni>(dot_low, w1_low, x1);
+            dot_high = AddProducts<kVnni>(dot_high, w1_high, x3);
+          }
+          low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
+          high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
+        } else {
+          low[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotAvx2<Bits, kTwoSpans>(w0_low, x0, w1_low, x1)),
+                                   sd, low[r]);
+          high[r] = _mm256_fmadd_ps(
+              _mm256_cvtepi32_ps(DotAvx2<Bits, kTwoSpans>(w0_high, x2, w1_high, x3)), sd, high[r]);
         }
-        low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
-        high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
       }
     }
   }
@@ -200,12 +228,19 @@ __attribute__((target("avx2,fma"))) void Row256Groups32(const QuantOperands& op,
       const __m256 sd = _mm256_mul_ps(
           scale, _mm256_blend_ps(_mm256_set1_ps(activation_scales[r * groups + g]),
                                  _mm256_set1_ps(activation_scales[r * groups + g + 1]), kSecondGroup));
-      const __m256i dot_low = AddProducts<kVnni>(
-          float_bias_bits, w_low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-      const __m256i dot_high = AddProducts<kVnni>(
-          float_bias_bits, w_high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
-      low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
-      high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
+      const __m256i x_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+      const __m256i x_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+      if constexpr (kVnni) {
+        const __m256i dot_low = AddProducts<kVnni>(float_bias_bits, w_low, x_low);
+        const __m256i dot_high = AddProducts<kVnni>(float_bias_bits, w_high, x_high);
+        low[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_low), float_bias), sd, low[r]);
+        high[r] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(dot_high), float_bias), sd, high[r]);
+      } else {
+        low[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotAvx2<4, false>(w_low, x_low, w_low, x_low)),
+                                 sd, low[r]);
+        high[r] = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(DotAvx2<4, false>(w_high, x_high, w_high, x_high)), sd, high[r]);
+      }
     }
   }
   EndRow<R>(op, row, low, high, r0, n);
