@@ -98,8 +98,14 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   //   16 rows and 23-25 at 64, the kernels 7-8 at 8 rows, 17-20 at 16, 53-74 at 64.
   // Elsewhere (AVX2; BF16 without AMX or AVX512-BF16) the kernels keep chunks up to 128 rows,
   // as measured before unpacking was vectorized (int4 64-token prefill of the small preset: 125
-  // ms in the kernels against 327 dequantized).
+  // ms in the kernels against 327 dequantized), except F32 rows of 4-bit weights on AVX2, past
+  // 32 rows (a Zen 3 EPYC, same tool, 2 threads, float kernel vs the weight unpacked +
+  // OpenBLAS's sgemm; a noisy VM, ranges of three passes): groups of 32 at 48 rows 74-119 vs
+  // 55-71 ms, 64 rows 95-130 vs 53-83, 128 rows 195-274 vs 98-148; groups of 128 even at 48
+  // and 64 rows (55-64 vs 58-65, 69-85 vs 73-89), 127-183 vs 94-117 at 128; at 32 rows the
+  // kernel wins (32-56 vs 37-64). 8-bit weights stay (at 64 rows 82.6 vs 95.1).
   if (isa == QuantIsa::kNone) return 0;
+  if (isa == QuantIsa::kAvx2 && compute == at::kFloat && layout.bits == 4) return 32;
   if (isa == QuantIsa::kAvx512) {
     // 16, not 8, where the chunk kernel wins from 9: decode steps of up to 16 rows stay exact.
     if (compute == at::kBFloat16 && (BfloatGemmHasAmx() || PromptChunkBf16Runs())) return 16;
