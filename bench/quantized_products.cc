@@ -18,6 +18,7 @@
 #include "model/quantized_vnni.h"
 #include "model/small_batch_bf16.h"
 #include "model/tensor_ops.h"
+#include "model/widened_bf16_linear.h"
 
 namespace placer::bench {
 namespace {
@@ -93,6 +94,10 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
     point["bf16_ms"] = {{"placer", MedianMilliseconds(each([&](size_t i) {
                            model::SmallBatchLinearBf16(inputs[i], bf16[i], {}, model::DetectBf16Isa());
                          }), runs)}};
+    // The operands widened to float32 for sgemm, what Linear gives long chunks on AVX2 alone.
+    point["bf16_ms"]["widened_sgemm"] = MedianMilliseconds(each([&](size_t i) {
+      model::WidenedBf16Linear(inputs[i], bf16[i], {});
+    }), runs);
     // ATen's BF16 GEMM only where it has a vector path (AtenBf16GemmIsVectorized).
     if (model::AtenBf16GemmIsVectorized()) {
       point["bf16_ms"]["aten"] =

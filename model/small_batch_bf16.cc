@@ -295,11 +295,13 @@ int64_t SmallBatchBf16MaxRows(Bf16Isa isa) {
   // `placer-bench-model products` (small preset, 2 threads, ms per step, AVX512-BF16 CPU): the
   // kernel beats ATen's BF16 linear (oneDNN) to 8 rows (12 vs 22 at 1, 36 vs 39 at 8) and
   // loses from 16 (104 vs 48), where oneDNN's GEMM reuses each weight across more rows.
-  // With AVX2 alone oneDNN has no BF16 GEMM and ATen's fallback is a scalar loop: every row
-  // count stays here (small preset's layers at 64 rows, 2 threads, a Zen 3 EPYC, `placer-bench-model
-  // quantized-products`: 138 ms a pass against ATen's 4406; a 64-token prompt of the small BF16
-  // model took 4.7 s through placerd).
-  if (isa == Bf16Isa::kAvx2) return std::numeric_limits<int64_t>::max();
+  // With AVX2 alone oneDNN has no BF16 GEMM and ATen's fallback is a scalar loop (small
+  // preset's layers at 64 rows, 2 threads, a Zen 3 EPYC, `placer-bench-model quantized-products`:
+  // 138 ms a pass against ATen's 4406; a 64-token prompt of the small BF16 model took 4.7 s
+  // through placerd). Longer chunks go to float32 sgemm instead (widened_bf16_linear.h): same
+  // tool, `bf16_ms`, kernel vs widened, 16 rows 23.8-24.1 vs 22.2-22.9 ms, 24 rows 35.4-35.5 vs
+  // 42.1-51.5, 32 rows 46.6-47.0 vs 35.2-42.3, 48 rows 70 vs 45, 64 rows 93 vs 53-55.
+  if (isa == Bf16Isa::kAvx2) return 32;
   return isa == Bf16Isa::kNone ? 0 : 8;
 }
 

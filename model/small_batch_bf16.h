@@ -28,8 +28,8 @@ std::vector<Bf16Isa> RunnableBf16Isas();
 const char* Bf16IsaName(Bf16Isa isa);
 
 // Input rows up to which the kernels are used; prompt chunks go to the BF16 prompt-chunk kernel
-// (prompt_chunk_bf16.h) with AVX512-BF16, else to ATen's BF16 GEMM (oneDNN).
-// (Every row count on AVX2 alone, where ATen's BF16 GEMM has no vector path.)
+// (prompt_chunk_bf16.h) with AVX512-BF16, to float32 sgemm on AVX2 alone, where ATen's BF16
+// GEMM has no vector path (widened_bf16_linear.h), else to ATen's BF16 GEMM (oneDNN).
 int64_t SmallBatchBf16MaxRows(Bf16Isa isa);
 
 // Whether ATen's BF16 GEMM has a vector path on this CPU: oneDNN's BF16 kernels need AVX-512;

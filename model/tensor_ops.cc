@@ -14,6 +14,7 @@
 #include "model/prompt_chunk_bf16.h"
 #include "model/small_batch_bf16.h"
 #include "model/small_batch_linear.h"
+#include "model/widened_bf16_linear.h"
 
 namespace placer::model {
 
@@ -107,14 +108,18 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   // BF16 weights in pair order (AVX512-BF16 without AMX: Bf16PairRepacker).
   if (IsBf16PairWeight(weight)) return Bf16PairLinear(x, weight, bias);
   // BF16 weights (a BF16 checkpoint served as it is): a decode step's few rows read each
-  // weight once; prompt chunks to the BF16 prompt-chunk kernel with AVX512-BF16, else to
-  // ATen's BF16 GEMM below.
+  // weight once; prompt chunks to the BF16 prompt-chunk kernel with AVX512-BF16, to float32
+  // sgemm on AVX2 alone, else to ATen's BF16 GEMM below.
   const Bf16Isa bf16 = DetectBf16Isa();
   if (rows >= 1 && rows <= SmallBatchBf16MaxRows(bf16) && SmallBatchBf16Applies(x, weight, bias)) {
     return SmallBatchLinearBf16(x, weight, bias, bf16);
   }
   if (PromptChunkBf16Takes(rows) && SmallBatchBf16Applies(x, weight, bias)) {
     return PromptChunkLinearBf16(x, weight, bias);
+  }
+  // Where ATen's BF16 GEMM is scalar (AVX2 alone), longer chunks widened for sgemm.
+  if (WidenedBf16LinearTakes(rows) && SmallBatchBf16Applies(x, weight, bias)) {
+    return WidenedBf16Linear(x, weight, bias);
   }
   // F32 prompt chunks of 33-128 rows to the prompt-chunk kernel (AVX-512), the few-row kernels'
   // rows to them, the rest to sgemm.

@@ -202,6 +202,7 @@ TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
   const std::string best = products["isas"][0].get<std::string>();
   for (const nlohmann::json& point : products["points"]) {
     EXPECT_GT(point["bf16_ms"]["placer"].get<double>(), 0);
+    EXPECT_GT(point["bf16_ms"]["widened_sgemm"].get<double>(), 0);
     // ATen's BF16 GEMM wherever it is vectorized (AVX-512; a scalar loop on AVX2 alone).
     EXPECT_EQ(point["bf16_ms"].contains("aten"), products["bf16_isa"] != "avx2");
     if (products["bf16_isa"] != "avx2") {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "model/tensor_ops.h"
+#include "model/widened_bf16_linear.h"
 #include "tests/model/bf16_layout_checks.h"
 
 namespace placer::model {
@@ -71,18 +72,26 @@ TEST(SmallBatchBf16, ARowIsTheSameAloneAndInAnyBatch) {
 }
 
 // With AVX2 alone (no AVX-512) ATen's BF16 GEMM is a scalar loop (4.4 s for a 64-row pass of the
-// small preset's layers, where the kernel takes 0.14): Linear keeps prompt chunks of every size
-// on the kernel, so a row's bits are the same alone and in a 70-row chunk.
-TEST(SmallBatchBf16, OnAvx2AloneLinearKeepsPromptChunksOnTheKernel) {
+// small preset's layers, where the kernel takes 0.14): Linear never hands it BF16 rows. Decode
+// steps' rows stay on the kernel (a row's bits the same alone and in the step); longer chunks go
+// to float32 sgemm (WidenedBf16Linear).
+TEST(SmallBatchBf16, OnAvx2AloneLinearKeepsDecodeRowsOnTheKernelAndWidensLongerChunks) {
   if (DetectBf16Isa() != Bf16Isa::kAvx2) GTEST_SKIP() << "this CPU runs AVX-512 (ATen's BF16 GEMM has its path)";
-  const at::Tensor x = RandomBf16({70, 96}, 21);
+  const int64_t few = SmallBatchBf16MaxRows(Bf16Isa::kAvx2);
+  ASSERT_GE(few, 16);  // continuous batching's decode steps
+  EXPECT_FALSE(WidenedBf16LinearTakes(few));
+  EXPECT_TRUE(WidenedBf16LinearTakes(few + 1));
   const at::Tensor w = RandomBf16({130, 96}, 22);
   const at::Tensor bias = RandomBf16({130}, 23);
-  const at::Tensor chunk = Linear(x, w, bias);
-  EXPECT_TRUE(at::equal(chunk, SmallBatchLinearBf16(x, w, bias, Bf16Isa::kAvx2)));
-  for (int64_t r = 0; r < 70; r += 9) {
-    EXPECT_TRUE(at::equal(Linear(x.narrow(0, r, 1), w, bias)[0], chunk[r])) << "row " << r;
+  const at::Tensor step = RandomBf16({few, 96}, 24);
+  const at::Tensor step_y = Linear(step, w, bias);
+  EXPECT_TRUE(at::equal(step_y, SmallBatchLinearBf16(step, w, bias, Bf16Isa::kAvx2)));
+  for (int64_t r = 0; r < few; r += 5) {
+    EXPECT_TRUE(at::equal(Linear(step.narrow(0, r, 1), w, bias)[0], step_y[r])) << "row " << r;
   }
+  const at::Tensor x = RandomBf16({70, 96}, 21);
+  const at::Tensor chunk = Linear(x, w, bias);
+  EXPECT_TRUE(at::equal(chunk, WidenedBf16Linear(x, w, bias)));
   bf16_layout_checks::ExpectMatchesFloat64(chunk, x, w, bias);
 }
 
