@@ -71,6 +71,20 @@ __attribute__((target("avx2,fma"), always_inline)) inline float SumLikeAvx512(__
   return (lane[0] + lane[2]) + (lane[1] + lane[3]);
 }
 
+// The weight row whose bytes row n's pass prefetches. Where one pass over the weight takes every
+// input row (at most 4: decode steps), op.stream_rows_ahead rows on (at least
+// kStreamPrefetchBytes, as the other packed kernels read their stream): one row ahead, ~430
+// bytes of the small preset's 4-bit rows, left DRAM's latency exposed (`placer-bench-model
+// quantized-products --rows 1`, int4_g128 int8_activations, medians of 8 alternating runs on a
+// Zen 3: 2.65 ms one row ahead, 2.21 this far). Longer chunks pass over a task's rows once per 4
+// input rows and keep one row ahead: from the second pass the rows come from cache, and a far
+// prefetch reads past the task (32 rows: 34.0 ms against 29.8 one row ahead, 5 runs each).
+// Near the end, row n itself, so the pointer stays inside the weight.
+inline int64_t StreamRow(const QuantOperands& op, int64_t n) {
+  const int64_t ahead = n + (op.rows <= 4 ? std::max<int64_t>(1, op.stream_rows_ahead) : 1);
+  return ahead < op.out ? ahead : std::min(n + 1, op.out - 1);
+}
+
 // Output n of rows r0..r0+R-1 from their lane sums: the AVX-512 tile's end (EndTile).
 template <int R>
 __attribute__((target("avx2,fma"), always_inline)) inline void EndRow(
@@ -101,7 +115,7 @@ __attribute__((target("avx2,fma"))) void Row256(const QuantOperands& op,
   __m256 low[R], high[R];
   for (int r = 0; r < R; ++r) low[r] = high[r] = _mm256_setzero_ps();
   const uint8_t* row = op.w + n * groups * op.block_bytes;
-  const uint8_t* next = op.w + std::min(n + 1, op.out - 1) * groups * op.block_bytes;
+  const uint8_t* next = op.w + StreamRow(op, n) * groups * op.block_bytes;
   const int8_t* codes = xa.codes.data() + r0 * in;
   const float* activation_scales = xa.scales.data() + r0 * blocks;
   const __m256i sign_bits = _mm256_set1_epi8(static_cast<char>(0x80));  // also the byte 128
@@ -203,7 +217,7 @@ __attribute__((target("avx2,fma"))) void Row256Groups32(const QuantOperands& op,
   __m256 low[R], high[R];
   for (int r = 0; r < R; ++r) low[r] = high[r] = _mm256_setzero_ps();
   const uint8_t* row = op.w + n * groups * op.block_bytes;
-  const uint8_t* next = op.w + std::min(n + 1, op.out - 1) * groups * op.block_bytes;
+  const uint8_t* next = op.w + StreamRow(op, n) * groups * op.block_bytes;
   const int8_t* codes = xa.codes.data() + r0 * in;
   const float* activation_scales = xa.scales.data() + r0 * groups;
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
