@@ -19,6 +19,14 @@ std::string OpenBlasCoreName() {
   return name != nullptr ? name : "";
 }
 
+int OpenBlasThreads() {
+  using ThreadsFn = int (*)();
+  // Looked up once; called each time, as openblas_set_num_threads may change the count.
+  static const auto threads =
+      reinterpret_cast<ThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return threads != nullptr ? threads() : 0;
+}
+
 CpuVectorUnits DetectCpuVectorUnits() {
   __builtin_cpu_init();
   CpuVectorUnits cpu;

@@ -17,6 +17,10 @@ namespace placer::base {
 // or OPENBLAS_CORETYPE), or "" when the process has no OpenBLAS.
 std::string OpenBlasCoreName();
 
+// The threads OpenBLAS runs a level-3 call on (openblas_get_num_threads: OPENBLAS_NUM_THREADS,
+// OMP_NUM_THREADS or the cores it found), or 0 when the process has no OpenBLAS.
+int OpenBlasThreads();
+
 // The vector units that matter to sgemm kernels, from CPUID.
 struct CpuVectorUnits {
   bool avx2_fma = false;

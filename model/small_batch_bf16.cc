@@ -300,7 +300,10 @@ int64_t SmallBatchBf16MaxRows(Bf16Isa isa) {
   // 138 ms a pass against ATen's 4406; a 64-token prompt of the small BF16 model took 4.7 s
   // through placerd). Longer chunks go to float32 sgemm instead (widened_bf16_linear.h): same
   // tool, `bf16_ms`, kernel vs widened, 16 rows 23.8-24.1 vs 22.2-22.9 ms, 24 rows 35.4-35.5 vs
-  // 42.1-51.5, 32 rows 46.6-47.0 vs 35.2-42.3, 48 rows 70 vs 45, 64 rows 93 vs 53-55.
+  // 42.1-51.5, 32 rows 46.6-47.0 vs 35.2-42.3, 48 rows 70 vs 45, 64 rows 93 vs 53-55. Yet a
+  // 32-token prompt of the small BF16 model (`placer-bench-model decode --dtype auto
+  // --prompt-tokens 32`, 5 alternating runs) took 99-120 ms widened against 83-88 on the kernel:
+  // 32 rows stay here.
   if (isa == Bf16Isa::kAvx2) return 32;
   return isa == Bf16Isa::kNone ? 0 : 8;
 }

@@ -5,7 +5,9 @@
 #include <limits>
 #include <vector>
 
+#include "base/openblas_core.h"
 #include "loader/quantized_weight.h"
+#include "model/padded_sgemm.h"
 #include "model/prompt_chunk_linear.h"
 #include "model/quantized_linear.h"
 #include "model/row_kernels.h"
@@ -153,6 +155,8 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
     shape.back() = weight.size(0);
     return y.view(shape);
   }
+  // Longer float32 chunks to sgemm, their rows padded where OpenBLAS's threads split them badly.
+  if (gemv_able) return PaddedSgemmLinear(x, weight, bias, base::OpenBlasThreads());
   return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
 }
 
