@@ -66,9 +66,32 @@ void RowsToColumnBlocks(const Element* x, int64_t rows, int64_t in, int64_t unit
   if (!SpinningWorkers::Shared().TryRun(blocks * spans, run)) at::parallel_for(0, blocks * spans, 1, run);
 }
 
+// Without AVX-512 (the AVX2 prompt-chunk tiles): element by element, unit-major so the block is
+// written in order; a chunk is a few hundred KiB at most, against milliseconds of products.
+void FloatRowsToColumnBlocksScalar(const float* x, int64_t rows, int64_t in, float* out) {
+  const int64_t blocks = (rows + kColumnBlockRows - 1) / kColumnBlockRows;
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t first = block * kColumnBlockRows;
+    const int64_t valid = std::min(kColumnBlockRows, rows - first);
+    float* to = out + block * in * kColumnBlockRows;
+    for (int64_t group = 0; group < kColumnBlockRows / 8; ++group) {
+      for (int64_t u = 0; u < in; ++u) {
+        for (int64_t r = 0; r < 8; ++r) {
+          const int64_t row = 8 * group + r;
+          to[(group * in + u) * 8 + r] = row < valid ? x[(first + row) * in + u] : 0.0f;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    FloatRowsToColumnBlocksScalar(x, rows, in, out);
+    return;
+  }
   RowsToColumnBlocks(x, rows, in, in, out);
 }
 

@@ -3,7 +3,10 @@
 //
 // A chunk of `rows` input rows ([rows, in], row-major) becomes ceil(rows / 64) blocks; block b
 // holds rows [64 b, 64 b + 64) as [units][64] 32-bit units: unit u of every row in turn, so that
-// four aligned vector loads give one unit of 64 rows. A unit is one float32, or one pair of
+// four aligned vector loads give one unit of 64 rows. Float32 blocks written without AVX-512 (for
+// the AVX2 tiles, prompt_chunk_avx2.h) hold the same rows as 8 groups of 8 rows, group g
+// [in][8] at g * in * 8: a tile's vector of 8 rows is then one contiguous stream, where 8 of
+// every 64 floats left half of each cache line unused. A unit is one float32, or one pair of
 // consecutive BF16 values (the first in the low half; an odd `in`'s last pair has zero bits in
 // its high half). Rows past `rows` in the last block are zeros. Nothing past a row of x is read.
 #pragma once
@@ -16,7 +19,7 @@ namespace placer::model {
 inline constexpr int64_t kColumnBlockRows = 64;
 
 // Writes every block of x (float32, [rows, in]) to out ([blocks][in][64] floats, 64-byte
-// aligned), spread over SpinningWorkers. Needs AVX-512F.
+// aligned): with AVX-512F spread over SpinningWorkers, else on the calling thread.
 void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out);
 
 // Writes every block of x (BF16 bits, [rows, in]) to out ([blocks][(in + 1) / 2][64] pairs,

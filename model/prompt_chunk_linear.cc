@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/column_blocks.h"
+#include "model/prompt_chunk_avx2.h"
 #include "model/prompt_chunk_prefetch.h"
 #include "model/spinning_workers.h"
 #include "model/weight_tasks.h"
@@ -36,6 +37,12 @@ constexpr int64_t kMostRows = 128;
 // that sgemm), small preset, ms per step: 22-23 against 32-33 at 48 rows, 29-30 against 41.5 at
 // 64, 53-56 against 77-98 at 128 (bench/analysis.md).
 constexpr int64_t kFewRowsBeforeChunks = 32;
+// With AVX2 alone: past the few-row kernels' rows (SmallBatchLinearMaxRows) up to this many.
+// `placer-bench-model products` (small preset, 2 threads, a Zen 3 EPYC, ms a pass, this kernel
+// / the few-row kernels / sgemm unpadded): 16 rows 28-30 / 35-38 / 56, 32 rows 46-59 / 61-74 /
+// 80-85, 64 rows 73-85 / 117-132 / 110-115, 128 rows 175-194 / 274-287 / 195-205, 192 rows
+// 248-271 / 358-413 / 258-274; at 256 sgemm led (333-365 against 366-379).
+constexpr int64_t kMostRowsAvx2 = 192;
 
 // T weight rows (w, w + in, ...) times the J x 16 input rows of one transposed block, written
 // to y[r * y_stride + t] for the block's first `rows` rows. Each output is a chain of multiply-adds
@@ -122,6 +129,22 @@ __attribute__((target("avx512f"))) void WeightRowsAgainstBlock(const Operands& o
   }
 }
 
+// The same on AVX2 (prompt_chunk_avx2.h): its tiles write this task's outputs, copied as above.
+void WeightRowsAgainstBlockAvx2(const Operands& op, const float* w, int64_t block, int64_t n0,
+                                int64_t n1) {
+  alignas(64) float outputs[kBlockRows * kWeightRowsPerTask];
+  const int64_t rows = std::min(kBlockRows, op.rows - block * kBlockRows);
+  PromptChunkBlockAvx2(PromptChunkBlock{op.xt + block * op.in * kBlockRows, w,
+                                        op.bias != nullptr ? op.bias + n0 : nullptr, op.in, rows, n0,
+                                        n1, outputs, kWeightRowsPerTask,
+                                        reinterpret_cast<const char*>(w), op.in * 4, block, op.out,
+                                        op.source_bytes});
+  float* y = op.y + block * kBlockRows * op.out + n0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(y + r * op.out, outputs + r * kWeightRowsPerTask, sizeof(float) * (n1 - n0));
+  }
+}
+
 void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
   const float* w = op.weight != nullptr ? op.weight + n0 * op.in : nullptr;
   if (w == nullptr) {
@@ -133,6 +156,10 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
     w = rows_here.data();
   }
   const int64_t blocks = (op.rows + kBlockRows - 1) / kBlockRows;
+  if (DetectVectorIsa() != VectorIsa::kAvx512) {
+    for (int64_t block = 0; block < blocks; ++block) WeightRowsAgainstBlockAvx2(op, w, block, n0, n1);
+    return;
+  }
   for (int64_t block = 0; block < blocks; ++block) {
     switch ((std::min(kBlockRows, op.rows - block * kBlockRows) + 15) / 16) {
       case 1: WeightRowsAgainstBlock<1>(op, w, block, n0, n1); break;
@@ -189,21 +216,24 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
 
 }  // namespace
 
-bool PromptChunkLinearRuns() { return DetectVectorIsa() == VectorIsa::kAvx512; }
+bool PromptChunkLinearRuns() { return DetectVectorIsa() != VectorIsa::kNone; }
 
 bool PromptChunkLinearTakes(int64_t rows) {
+  if (DetectVectorIsa() == VectorIsa::kAvx2) {
+    return rows > SmallBatchLinearMaxRows(VectorIsa::kAvx2) && rows <= kMostRowsAvx2;
+  }
   return PromptChunkLinearRuns() && rows > kFewRowsBeforeChunks && rows <= kMostRows;
 }
 
 at::Tensor PromptChunkLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX2 or AVX-512");
   TORCH_CHECK(SmallBatchLinearApplies(x, weight, bias), "PromptChunkLinear: unsupported operands");
   return Run(x, weight.size(1), {Product{weight.data_ptr<float>(), nullptr, {}, weight.size(0), bias}})[0];
 }
 
 std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                            const std::vector<at::Tensor>& biases) {
-  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinears needs AVX-512");
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinears needs AVX2 or AVX-512");
   TORCH_CHECK(weights.size() == biases.size(), "PromptChunkLinears: one bias (or none) per weight");
   std::vector<Product> products;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -223,7 +253,7 @@ std::vector<at::Tensor> PromptChunkLinears(const at::Tensor& x, const std::vecto
                                            const std::vector<DenseWeightRows>& dense_rows,
                                            const std::vector<at::Tensor>& biases,
                                            const std::vector<RowSourceBytes>& source_bytes) {
-  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX-512");
+  TORCH_CHECK(PromptChunkLinearRuns(), "PromptChunkLinear needs AVX2 or AVX-512");
   TORCH_CHECK(outs.size() == dense_rows.size() && outs.size() == biases.size() &&
                   (source_bytes.empty() || source_bytes.size() == outs.size()),
               "PromptChunkLinears: one output count, row source and bias (or none) per weight");

@@ -27,12 +27,13 @@
 
 namespace placer::model {
 
-// True when this CPU runs the kernel (AVX-512F).
+// True when this CPU runs the kernel (AVX-512F, or AVX2 and FMA: prompt_chunk_avx2.h).
 bool PromptChunkLinearRuns();
 
-// True when Linear should use the kernel for `rows` input rows: where it runs, for 33-128 rows,
+// True when Linear should use the kernel for `rows` input rows: with AVX-512 for 33-128 rows,
 // ahead of the few-row kernels (which keep 1-32 rows, and 129-256 where the BLAS has no AVX-512
-// sgemm: SmallBatchLinearMaxRows) and of sgemm.
+// sgemm: SmallBatchLinearMaxRows) and of sgemm; with AVX2 alone past the few-row kernels' rows
+// (16) up to 192.
 bool PromptChunkLinearTakes(int64_t rows);
 
 // x @ weight^T + bias. Requires PromptChunkLinearRuns() and SmallBatchLinearApplies(x, weight,

@@ -21,7 +21,7 @@ namespace {
 class PromptChunkLinearTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!PromptChunkLinearRuns()) GTEST_SKIP() << "this CPU lacks AVX-512";
+    if (!PromptChunkLinearRuns()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
     at::manual_seed(7);
   }
 };
@@ -106,28 +106,32 @@ TEST_F(PromptChunkLinearTest, RowsGivenATaskAtATimeGiveTheDenseWeightsProducts) 
 
 TEST_F(PromptChunkLinearTest, LinearHandsItTheRowsPastTheFewRowKernelsUpToItsLimit) {
   // 33-128 rows on every AVX-512 CPU, whatever SmallBatchLinearMaxRows says (256 where the
-  // BLAS has no AVX-512 sgemm: the few-row kernels then keep 129-256).
-  const int64_t few = 32;
+  // BLAS has no AVX-512 sgemm: the few-row kernels then keep 129-256); with AVX2 alone 17-192.
+  const bool avx2 = DetectVectorIsa() == VectorIsa::kAvx2;
+  const int64_t few = avx2 ? 16 : 32, most = avx2 ? 192 : 128;
   EXPECT_FALSE(PromptChunkLinearTakes(few));
-  EXPECT_FALSE(PromptChunkLinearTakes(129));
+  EXPECT_FALSE(PromptChunkLinearTakes(most + 1));
   EXPECT_TRUE(PromptChunkLinearTakes(few + 1));
-  EXPECT_TRUE(PromptChunkLinearTakes(128));
+  EXPECT_TRUE(PromptChunkLinearTakes(most));
   const at::Tensor w = at::randn({80, 96});
   const at::Tensor b = at::randn({80});
-  for (int64_t rows : {few + 1, int64_t{128}}) {
+  for (int64_t rows : {few + 1, int64_t{28}, most}) {
     const at::Tensor x = at::randn({rows, 96});
     EXPECT_TRUE(at::equal(Linear(x, w, b), PromptChunkLinear(x, w, b))) << rows << " rows";
   }
-  // Past the limit: the few-row kernels where they keep 129 rows (no AVX-512 sgemm), else sgemm.
-  const at::Tensor x = at::randn({129, 96});
-  ExpectMatchesFloat64(Linear(x, w, b), x, w, b, "129 rows");
-  const VectorIsa isa = DetectVectorIsa();
-  if (SmallBatchLinearMaxRows(isa) >= 129) {
-    EXPECT_TRUE(at::equal(Linear(x, w, b), SmallBatchLinear(x, w, b, isa)));
+  // Past the limit: the few-row kernels where they keep those rows (no AVX-512 sgemm), else
+  // sgemm (rows padded: padded_sgemm.h).
+  for (int64_t rows : {most + 1, most + 7}) {
+    const at::Tensor x = at::randn({rows, 96});
+    ExpectMatchesFloat64(Linear(x, w, b), x, w, b, std::to_string(rows) + " rows");
+    const VectorIsa isa = DetectVectorIsa();
+    if (SmallBatchLinearMaxRows(isa) >= rows) {
+      EXPECT_TRUE(at::equal(Linear(x, w, b), SmallBatchLinear(x, w, b, isa)));
+    }
   }
-  // Up to 32 rows: the few-row kernels.
-  const at::Tensor x32 = at::randn({32, 96});
-  EXPECT_TRUE(at::equal(Linear(x32, w, b), SmallBatchLinear(x32, w, b, isa)));
+  // Up to `few` rows: the few-row kernels.
+  const at::Tensor x_few = at::randn({few, 96});
+  EXPECT_TRUE(at::equal(Linear(x_few, w, b), SmallBatchLinear(x_few, w, b, DetectVectorIsa())));
 }
 
 TEST_F(PromptChunkLinearTest, SeveralWeightsGivenATaskAtATimeGiveEachWeightsOwnProductBitForBit) {
