@@ -104,8 +104,13 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   // 55-71 ms, 64 rows 95-130 vs 53-83, 128 rows 195-274 vs 98-148; groups of 128 even at 48
   // and 64 rows (55-64 vs 58-65, 69-85 vs 73-89), 127-183 vs 94-117 at 128; at 32 rows the
   // kernel wins (32-56 vs 37-64). 8-bit weights stay (at 64 rows 82.6 vs 95.1).
+  // With the F32 prompt-chunk kernel on AVX2 (prompt_chunk_avx2.h; 17-192 rows, each task's
+  // rows unpacked), same tool and CPU, kernel vs unpacked, two passes: groups of 32 at 24 rows
+  // 41-67 vs 26-37, at 32 97-99 vs 46-47; groups of 128 at 24 rows 32 vs 23-25, at 32 49-60 vs
+  // 32-45, at 64 90-105 vs 61-73, at 128 198-221 vs 114-164; 8-bit at 24 rows 33 vs 36, at 32
+  // 43-45 vs 40, at 48 54-75 vs 43-55, at 128 139-158 vs 121-122.
   if (isa == QuantIsa::kNone) return 0;
-  if (isa == QuantIsa::kAvx2 && compute == at::kFloat && layout.bits == 4) return 32;
+  if (isa == QuantIsa::kAvx2 && compute == at::kFloat) return layout.bits == 4 ? 16 : 24;
   if (isa == QuantIsa::kAvx512) {
     // 16, not 8, where the chunk kernel wins from 9: decode steps of up to 16 rows stay exact.
     if (compute == at::kBFloat16 && (BfloatGemmHasAmx() || PromptChunkBf16Runs())) return 16;

@@ -66,17 +66,19 @@ void UnpackQuantizedWeight(const at::Tensor& weight, at::ScalarType dtype, Quant
 namespace {
 
 // What the prompt-chunk kernels call for a task's weight rows: rows [first, first + count) of a
-// packed host weight unpacked (AVX-512) into `out`, float32 or BF16 bits.
+// packed host weight unpacked (AVX-512, or AVX2 where that is all the CPU has) into `out`,
+// float32 or BF16 bits.
 template <typename Out>
-std::function<void(int64_t, int64_t, Out*)> UnpackTaskRowsAvx512(const at::Tensor& weight) {
+std::function<void(int64_t, int64_t, Out*)> UnpackTaskRows(const at::Tensor& weight) {
   const loader::PackedLayout layout = *loader::PackedLayoutOf(weight);
   const UnpackOperands op{static_cast<const uint8_t*>(weight.data_ptr()), layout.bits, layout.in,
                           layout.group_size, layout.groups(), layout.block_bytes()};
   const int64_t row_bytes = layout.groups() * layout.block_bytes();
-  return [op, row_bytes](int64_t first, int64_t count, Out* out) {
+  const bool avx512 = DetectQuantIsa() == QuantIsa::kAvx512;
+  return [op, row_bytes, avx512](int64_t first, int64_t count, Out* out) {
     UnpackOperands rows = op;
     rows.w += first * row_bytes;
-    UnpackRowsAvx512(rows, 0, count, out);
+    avx512 ? UnpackRowsAvx512(rows, 0, count, out) : UnpackRowsAvx2(rows, 0, count, out);
   };
 }
 
@@ -99,7 +101,7 @@ at::Tensor QuantizedPromptChunkBf16(const at::Tensor& x, const at::Tensor& weigh
                   PromptChunkBf16Runs() && DetectQuantIsa() == QuantIsa::kAvx512,
               "QuantizedPromptChunkBf16: BF16 rows, a packed host weight, an AVX512-BF16 CPU");
   return PromptChunkLinearsBf16(x, {loader::PackedLayoutOf(weight)->out},
-                                {UnpackTaskRowsAvx512<uint16_t>(weight)}, {bias}, SourceBytesOf({weight}))[0];
+                                {UnpackTaskRows<uint16_t>(weight)}, {bias}, SourceBytesOf({weight}))[0];
 }
 
 namespace {
@@ -110,14 +112,17 @@ enum class ChunkKernel { kNone, kFloat, kBf16 };
 // task's rows unpacked where it uses them, or kNone.
 ChunkKernel ChunkKernelFor(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                            const std::vector<at::Tensor>& biases) {
-  if (DetectQuantIsa() != QuantIsa::kAvx512 || weights.empty()) return ChunkKernel::kNone;
+  const QuantIsa isa = DetectQuantIsa();
+  if (isa == QuantIsa::kNone || weights.empty()) return ChunkKernel::kNone;
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!weights[i].device().is_cpu() || !QuantizedLinearApplies(x, weights[i], biases[i])) {
       return ChunkKernel::kNone;
     }
   }
   const int64_t rows = x.numel() / x.size(-1);
+  // AVX2 alone: float32 chunks (prompt_chunk_avx2.h); BF16 ones are unpacked whole below.
   if (x.scalar_type() == at::kFloat && PromptChunkLinearTakes(rows)) return ChunkKernel::kFloat;
+  if (isa != QuantIsa::kAvx512) return ChunkKernel::kNone;
   if (x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows)) return ChunkKernel::kBf16;
   return ChunkKernel::kNone;
 }
@@ -160,14 +165,14 @@ std::vector<at::Tensor> UnpackedQuantizedLinears(const at::Tensor& x, const std:
     std::vector<DenseWeightRows> rows;
     std::vector<at::Tensor> float_biases;
     for (size_t i = 0; i < weights.size(); ++i) {
-      rows.push_back(UnpackTaskRowsAvx512<float>(weights[i]));
+      rows.push_back(UnpackTaskRows<float>(weights[i]));
       float_biases.push_back(biases[i].defined() ? biases[i].to(at::kFloat) : at::Tensor());
     }
     return PromptChunkLinears(x, outs, rows, float_biases, SourceBytesOf(weights));
   }
   if (chunk == ChunkKernel::kBf16) {
     std::vector<DenseBf16WeightRows> rows;
-    for (const at::Tensor& weight : weights) rows.push_back(UnpackTaskRowsAvx512<uint16_t>(weight));
+    for (const at::Tensor& weight : weights) rows.push_back(UnpackTaskRows<uint16_t>(weight));
     return PromptChunkLinearsBf16(x, outs, rows, biases, SourceBytesOf(weights));
   }
   std::vector<at::Tensor> ys;

@@ -210,10 +210,11 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
 
 TEST(QuantizedLinear, F32PromptChunksUnpackEachTasksRowsIntoTheSameProducts) {
   // UnpackedQuantizedLinear (what QuantizedLinear gives the F32 chunks the three-digit chunk
-  // kernel does not take), where PromptChunkLinear takes them, unpacks a task's rows at a time:
+  // kernel does not take), where PromptChunkLinear takes them (AVX-512, or AVX2 alone with its
+  // own unpacking), unpacks a task's rows at a time:
   // the result is bit for bit the whole weight unpacked and multiplied, with tasks (48 rows) and
   // blocks of inputs (64) left partial, with a bias, and with chunks of several blocks.
-  if (DetectQuantIsa() != QuantIsa::kAvx512 || !PromptChunkLinearTakes(33)) {
+  if (DetectQuantIsa() == QuantIsa::kNone || !PromptChunkLinearTakes(33)) {
     GTEST_SKIP() << "the prompt-chunk kernel does not take 33-row F32 chunks here";
   }
   for (auto [bits, group] : {std::pair<int, int64_t>{4, 128}, {8, 256}, {4, 32}}) {
