@@ -3,10 +3,12 @@
 // per 4 rows there, so long chunks cost it ~2.3x what the same product costs as float32 in
 // OpenBLAS's sgemm: this widens the operands to float32 (exact) and multiplies them there.
 //
-// Promise: y = x @ weight^T + bias computed in float32 (sgemm's order, not the few-row kernel's)
-// and rounded to BF16 once. The weight is widened a slice of output rows at a time into a
-// buffer the thread keeps, so a chunk never holds more than `max_slice_elements` widened
-// weights (the default is 8 MiB of float32), whatever the weight's size.
+// Promise: y = x @ weight^T + bias computed in float32 and rounded to BF16 once. Chunks that
+// the F32 prompt-chunk kernel takes (PromptChunkLinearTakes: with AVX2, 17-192 rows) are its
+// products, each task's 48 weight rows widened into its thread's buffer where it uses them;
+// longer ones are sgemm's, the weight widened a slice of output rows at a time into a buffer
+// the thread keeps, so a chunk never holds more than `max_slice_elements` widened weights (the
+// default is 8 MiB of float32), whatever the weight's size.
 #pragma once
 
 #include <ATen/ATen.h>
