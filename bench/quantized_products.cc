@@ -13,6 +13,7 @@
 #include "loader/quantized_weight.h"
 #include "model/int8_activation_tiles.h"
 #include "model/prompt_chunk_bf16.h"
+#include "model/quantized_int4_digits_avx2.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_unpacked_linear.h"
 #include "model/quantized_vnni.h"
@@ -140,6 +141,12 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
           model::Linear(inputs[i], scratch);
         }), runs);
       }
+      // Or the three-digit kernel, which takes BF16 decode rows on AVX2 alone.
+      if (model::UsesInt4DigitsKernel(inputs.front(), packed[s].front(), {})) {
+        ways["int4_digits"] = MedianMilliseconds(each([&](size_t i) {
+          model::QuantizedLinearInt4Digits(inputs[i], packed[s][i], {});
+        }), runs);
+      }
       // Or the AMX tiles (one part: a BF16 input is its own hi).
       if (model::UsesQuantizedTilesKernel(inputs.front(), packed[s].front(), {})) {
         ways["bf16_tiles"] = MedianMilliseconds(each([&](size_t i) {
@@ -159,12 +166,20 @@ nlohmann::json MeasureQuantizedProducts(int runs, const std::vector<int64_t>& ro
       f32_ways[model::QuantIsaName(isas.front())] = MedianMilliseconds(each([&](size_t i) {
         model::QuantizedLinearKernel(f32_inputs[i], packed[s][i], {}, isas.front());
       }), runs);
-      // 4-bit codes in groups of 128s on AVX512-VNNI: the three-digit kernel QuantizedLinear
-      // takes instead (its float32-grade integer products).
+      // 4-bit codes in groups of 128s on AVX512-VNNI or AVX2 alone: the three-digit kernel
+      // QuantizedLinear takes instead (its float32-grade integer products), as "int4_digits";
+      // its AVX2 form as "int4_digits_avx2" where that is not the one taken.
       if (model::UsesInt4DigitsKernel(f32_inputs.front(), packed[s].front(), {})) {
         f32_ways["int4_digits"] = MedianMilliseconds(each([&](size_t i) {
           model::QuantizedLinearInt4Digits(f32_inputs[i], packed[s][i], {});
         }), runs);
+        if (model::DetectInt4DigitsIsa() != model::Int4DigitsIsa::kAvx2 &&
+            model::Int4DigitsAvx2Runs()) {
+          f32_ways["int4_digits_avx2"] = MedianMilliseconds(each([&](size_t i) {
+            model::QuantizedLinearInt4Digits(f32_inputs[i], packed[s][i], {},
+                                             model::Int4DigitsIsa::kAvx2);
+          }), runs);
+        }
       }
       if (model::UsesInt8DigitsKernel(f32_inputs.front(), packed[s].front(), {})) {
         f32_ways["int8_digits"] = MedianMilliseconds(each([&](size_t i) {

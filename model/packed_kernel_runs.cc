@@ -91,12 +91,13 @@ std::vector<at::Tensor> Bf16KernelProducts(
 
 std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
                                            const std::vector<at::Tensor>& weights,
-                                           const std::vector<at::Tensor>& biases) {
+                                           const std::vector<at::Tensor>& biases,
+                                           Int4DigitsIsa isa) {
   Int4Digits digits;
   return RunPackedProducts(
       x, weights, biases, [&](const QuantOperands& op) { DigitsOfRows(op, &digits); },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {
-        QuantizedRowsInt4Digits(op, digits, n0, n1);
+        QuantizedRowsInt4Digits(op, digits, n0, n1, isa);
       });
 }
 
@@ -162,7 +163,8 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
       return Bf16KernelProducts(x, weights, biases, ArrangeInt4Bf16Inputs, QuantizedRowsInt4Bf16);
     case PackedKernel::kInt8Bf16:
       return Bf16KernelProducts(x, weights, biases, ArrangeInt8Bf16Inputs, QuantizedRowsInt8Bf16);
-    case PackedKernel::kInt4Digits: return Int4DigitsProducts(x, weights, biases);
+    case PackedKernel::kInt4Digits:
+      return Int4DigitsProducts(x, weights, biases, DetectInt4DigitsIsa());
     case PackedKernel::kInt8Digits: return Int8DigitsProducts(x, weights, biases);
     case PackedKernel::kDigitTiles: return DigitTileProducts(x, weights, biases);
     case PackedKernel::kQuantizedTiles: return QuantizedTileProducts(x, weights, biases);
@@ -184,6 +186,13 @@ std::vector<at::Tensor> RunInt8ActivationKernel(const at::Tensor& x,
                                                 const std::vector<at::Tensor>& biases,
                                                 Int8ActivationIsa isa) {
   return Int8ActivationProducts(x, weights, biases, isa);
+}
+
+std::vector<at::Tensor> RunInt4DigitsKernel(const at::Tensor& x,
+                                            const std::vector<at::Tensor>& weights,
+                                            const std::vector<at::Tensor>& biases,
+                                            Int4DigitsIsa isa) {
+  return Int4DigitsProducts(x, weights, biases, isa);
 }
 
 }  // namespace placer::model

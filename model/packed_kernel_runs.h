@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "model/quantized_int4_digits.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_vnni.h"
 
@@ -27,12 +28,16 @@ std::vector<at::Tensor> RunPackedKernel(PackedKernel kernel, const at::Tensor& x
                                         const std::vector<at::Tensor>& weights,
                                         const std::vector<at::Tensor>& biases);
 
-// The two kernels with an ISA of the caller's choice (a runnable one; tests and bench compare).
+// The kernels with an ISA of the caller's choice (a runnable one; tests and bench compare).
 std::vector<at::Tensor> RunGeneralKernel(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                          const std::vector<at::Tensor>& biases, QuantIsa isa);
 std::vector<at::Tensor> RunInt8ActivationKernel(const at::Tensor& x,
                                                 const std::vector<at::Tensor>& weights,
                                                 const std::vector<at::Tensor>& biases,
                                                 Int8ActivationIsa isa);
+std::vector<at::Tensor> RunInt4DigitsKernel(const at::Tensor& x,
+                                            const std::vector<at::Tensor>& weights,
+                                            const std::vector<at::Tensor>& biases,
+                                            Int4DigitsIsa isa);
 
 }  // namespace placer::model

@@ -48,7 +48,7 @@ std::string PackedKernelsNote(loader::DType compute) {
     tiles = "AMX tdpbf16ps for prompt chunks of 4-bit and 8-bit weights in groups of 64 or more "
             "(each input as three BF16 parts, exact products); ";
   }
-  if (compute == loader::DType::kF32 && Int4DigitsKernelRuns()) {
+  if (compute == loader::DType::kF32 && DigitsVnniRuns()) {
     return "packed kernels (F32 rows): " + tiles +
            "AVX512-VNNI for 4-bit weights in groups of 128s, decode steps" +
            (tiles.empty() ? " and prompt chunks of 17-32 or over 128 rows" : "") +
@@ -59,6 +59,14 @@ std::string PackedKernelsNote(loader::DType compute) {
            "); others: " + floats;
   }
   if (!tiles.empty()) return "packed kernels (F32 rows): " + tiles + "others: " + floats;
+  if (isa == QuantIsa::kAvx2 && Int4DigitsKernelRuns()) {
+    // F32 and BF16 rows alike on AVX2 alone (BF16 ones widened).
+    return "packed kernels (" + rows + " rows): AVX2 vpmaddubsw for 4-bit weights in groups of "
+           "128s, decode steps of up to 16 rows (each block of 128 inputs as 24-bit integers, "
+           "within 2^-22 of its largest input); prompt chunks of 17-192 rows (25-192 of 8-bit "
+           "weights) unpack each task's weight rows for the F32 prompt-chunk kernel; others: " +
+           floats;
+  }
   if (compute == loader::DType::kBF16 && !int8_digits.empty()) {
     return "packed kernels (BF16 rows): " + int8_digits + "others: " + floats;
   }

@@ -40,7 +40,7 @@ struct Int4DigitChunkInputs {
 };
 
 // The digits of every row of op.x arranged for QuantizedChunkRowsInt4Digits. Requires
-// Int4DigitsKernelRuns and a layout Int4DigitsKernelApplies to.
+// DigitsVnniRuns and a layout Int4DigitsKernelApplies to.
 void ArrangeDigitChunkInputs(const QuantOperands& op, Int4DigitChunkInputs* out);
 
 // Outputs [n0, n1) of every row of op (op.x unused: the inputs are `inputs`).

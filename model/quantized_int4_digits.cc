@@ -1,4 +1,5 @@
-// The 4-bit x three-digit kernel (quantized_int4_digits.h says what it promises).
+// The 4-bit x three-digit kernel's AVX-512 form and the choice of form
+// (quantized_int4_digits.h says what it promises; the AVX2 form: quantized_int4_digits_avx2.cc).
 //
 // Codes unpack as in quantized_vnni.cc: a 64-input span's 32 payload bytes, broadcast to both
 // halves of a register and shifted right by 0 or 4, masked to 0x0F: inputs 0-15, 32-47, 16-31,
@@ -18,6 +19,7 @@
 #include <cstring>
 
 #include "model/packed_block_header.h"
+#include "model/quantized_int4_digits_avx2.h"
 #include "model/digit_row_outputs.h"
 #include "model/row_passes.h"
 
@@ -122,10 +124,36 @@ struct Lanes {
 
 }  // namespace
 
-bool Int4DigitsKernelRuns() {
+bool DigitsVnniRuns() {
   static const bool runs = CpuRunsIt();
   return runs;
 }
+
+std::vector<Int4DigitsIsa> RunnableInt4DigitsIsas() {
+  std::vector<Int4DigitsIsa> isas;
+  if (DigitsVnniRuns()) isas.push_back(Int4DigitsIsa::kAvx512Vnni);
+  if (Int4DigitsAvx2Runs()) isas.push_back(Int4DigitsIsa::kAvx2);
+  return isas;
+}
+
+Int4DigitsIsa DetectInt4DigitsIsa() {
+  static const Int4DigitsIsa best = [] {
+    const std::vector<Int4DigitsIsa> isas = RunnableInt4DigitsIsas();
+    return isas.empty() ? Int4DigitsIsa::kNone : isas.front();
+  }();
+  return best;
+}
+
+const char* Int4DigitsIsaName(Int4DigitsIsa isa) {
+  switch (isa) {
+    case Int4DigitsIsa::kAvx512Vnni: return "AVX512-VNNI";
+    case Int4DigitsIsa::kAvx2: return "AVX2";
+    case Int4DigitsIsa::kNone: break;
+  }
+  return "none";
+}
+
+bool Int4DigitsKernelRuns() { return DetectInt4DigitsIsa() != Int4DigitsIsa::kNone; }
 
 bool Int4DigitsKernelApplies(const loader::PackedLayout& layout) {
   return layout.bits == 4 && layout.group_size > 0 && layout.group_size % kDigitBlock == 0 &&
@@ -133,11 +161,16 @@ bool Int4DigitsKernelApplies(const loader::PackedLayout& layout) {
 }
 
 void DigitsOfRows(const QuantOperands& op, Int4Digits* out) {
-  DigitsOfEveryBlock(op, DigitsOfBlock, out);
+  if (DigitsVnniRuns()) {
+    DigitsOfEveryBlock(op, DigitsOfBlock, out);
+  } else {
+    DigitsOfEveryBlock(op, DigitsOfBlockAvx2, out);
+  }
 }
 
 void QuantizedRowsInt4Digits(const QuantOperands& op, const Int4Digits& digits, int64_t n0,
-                             int64_t n1) {
+                             int64_t n1, Int4DigitsIsa isa) {
+  if (isa == Int4DigitsIsa::kAvx2) return QuantizedRowsInt4DigitsAvx2(op, digits, n0, n1);
   InPassesOfUpTo<4>(op.rows, [&](auto rows, int64_t r) {
     DigitRowOutputs<Lanes, decltype(rows)::value>(op, digits, r, n0, n1);
   });

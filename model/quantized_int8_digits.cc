@@ -134,7 +134,7 @@ struct Lanes {
 }  // namespace
 
 // The same instructions as the 4-bit digits kernel's.
-bool Int8DigitsKernelRuns() { return Int4DigitsKernelRuns(); }
+bool Int8DigitsKernelRuns() { return DigitsVnniRuns(); }
 
 bool Int8DigitsKernelApplies(const loader::PackedLayout& layout) {
   return layout.bits == 8 && layout.group_size > 0 && layout.group_size % kDigitBlock == 0 &&

@@ -14,6 +14,7 @@
 #include "model/quantized_int4_bf16.h"
 #include "model/quantized_int4_digit_chunks.h"
 #include "model/quantized_int4_digits.h"
+#include "model/quantized_int4_digits_avx2.h"
 #include "model/quantized_int4_quads.h"
 #include "model/digit_tiles.h"
 #include "model/quantized_tiles.h"
@@ -96,7 +97,7 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   //   BF16 rows without AMX, with AVX512-BF16 (a Zen 4 EPYC, same tool): the BF16 prompt-chunk
   //   kernel with each task's rows unpacked (QuantizedPromptChunkBf16) takes 12-13 ms from 1 to
   //   16 rows and 23-25 at 64, the kernels 7-8 at 8 rows, 17-20 at 16, 53-74 at 64.
-  // Elsewhere (AVX2; BF16 without AMX or AVX512-BF16) the kernels keep chunks up to 128 rows,
+  // Elsewhere (AVX-512 BF16 rows without AMX or AVX512-BF16) the kernels keep chunks up to 128 rows,
   // as measured before unpacking was vectorized (int4 64-token prefill of the small preset: 125
   // ms in the kernels against 327 dequantized), except F32 rows of 4-bit weights on AVX2, past
   // 32 rows (a Zen 3 EPYC, same tool, 2 threads, float kernel vs the weight unpacked +
@@ -110,7 +111,10 @@ int64_t QuantizedLinearMaxRows(QuantIsa isa, const loader::PackedLayout& layout,
   // 32-45, at 64 90-105 vs 61-73, at 128 198-221 vs 114-164; 8-bit at 24 rows 33 vs 36, at 32
   // 43-45 vs 40, at 48 54-75 vs 43-55, at 128 139-158 vs 121-122.
   if (isa == QuantIsa::kNone) return 0;
-  if (isa == QuantIsa::kAvx2 && compute == at::kFloat) return layout.bits == 4 ? 16 : 24;
+  // BF16 rows on AVX2 go where float32 rows go (widened, the same arithmetic): the ~1.1B's
+  // --quantize int4 32-token prefill (placer-bench-model decode, 3 alternating runs) 950-973 ms
+  // in the float kernels, 598-792 as 32 widened rows in the F32 prompt-chunk kernel.
+  if (isa == QuantIsa::kAvx2) return layout.bits == 4 ? 16 : 24;
   if (isa == QuantIsa::kAvx512) {
     // 16, not 8, where the chunk kernel wins from 9: decode steps of up to 16 rows stay exact.
     if (compute == at::kBFloat16 && (BfloatGemmHasAmx() || PromptChunkBf16Runs())) return 16;
@@ -145,6 +149,15 @@ bool QuantizedLinearApplies(const at::Tensor& x, const at::Tensor& weight, const
 }
 
 namespace {
+
+// The three-digit decode kernel for the rows the kernels take (quantized_int4_digits.h): F32
+// rows on AVX512-VNNI (BF16 rows keep the vdpbf16ps or float kernels there); F32 and BF16 rows on
+// AVX2 alone, where the float kernel was bound by its instructions (quantized_int4_digits_avx2.h).
+bool DecodeDigitsTake(const loader::PackedLayout& layout, at::ScalarType rows, QuantIsa isa) {
+  if (!Int4DigitsKernelApplies(layout)) return false;
+  if (DigitsVnniRuns()) return rows == at::kFloat;
+  return isa == QuantIsa::kAvx2 && Int4DigitsAvx2Runs();
+}
 
 PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias) {
@@ -194,8 +207,7 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
       return PackedKernel::kQuantizedTiles;
     }
     const bool f32_prompt_chunk = isa == QuantIsa::kAvx512 && PromptChunkLinearTakes(rows);
-    return !bf16_rows && !f32_prompt_chunk && Int4DigitsKernelRuns() &&
-                   Int4DigitsKernelApplies(layout)
+    return !bf16_rows && !f32_prompt_chunk && DigitsVnniRuns() && Int4DigitsKernelApplies(layout)
                ? PackedKernel::kInt4DigitChunks
                : PackedKernel::kNone;
   }
@@ -217,9 +229,7 @@ PackedKernel ChoosePackedKernel(const at::Tensor& x, const at::Tensor& weight,
   if (bf16_rows && PackedBf16KernelsRun() && Int8Bf16KernelApplies(layout)) {
     return PackedKernel::kInt8Bf16;
   }
-  if (!bf16_rows && Int4DigitsKernelRuns() && Int4DigitsKernelApplies(layout)) {
-    return PackedKernel::kInt4Digits;
-  }
+  if (DecodeDigitsTake(layout, x.scalar_type(), isa)) return PackedKernel::kInt4Digits;
   return PackedKernel::kGeneral;
 }
 
@@ -308,17 +318,20 @@ at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight
 }
 
 bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return Int4DigitsKernelRuns() && x.scalar_type() == at::kFloat &&
-         QuantizedLinearApplies(x, weight, bias) &&
-         Int4DigitsKernelApplies(*loader::PackedLayoutOf(weight));
+  return QuantizedLinearApplies(x, weight, bias) &&
+         DecodeDigitsTake(*loader::PackedLayoutOf(weight), x.scalar_type(), DetectQuantIsa());
 }
 
 at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weight,
-                                     const at::Tensor& bias) {
-  TORCH_CHECK(UsesInt4DigitsKernel(x, weight, bias),
-              "QuantizedLinearInt4Digits: float32 rows, a packed 4-bit host weight in groups of a "
-              "multiple of 128, an AVX512-VNNI CPU");
-  return RunPackedKernel(PackedKernel::kInt4Digits, x, {weight}, {bias})[0];
+                                     const at::Tensor& bias, Int4DigitsIsa isa) {
+  const std::vector<Int4DigitsIsa> runnable = RunnableInt4DigitsIsas();
+  TORCH_CHECK(std::find(runnable.begin(), runnable.end(), isa) != runnable.end(),
+              "QuantizedLinearInt4Digits: this CPU does not run ", Int4DigitsIsaName(isa));
+  TORCH_CHECK(QuantizedLinearApplies(x, weight, bias) &&
+                  Int4DigitsKernelApplies(*loader::PackedLayoutOf(weight)),
+              "QuantizedLinearInt4Digits: float32 or BF16 rows, a packed 4-bit host weight in "
+              "groups of a multiple of 128");
+  return RunInt4DigitsKernel(x, {weight}, {bias}, isa)[0];
 }
 
 bool UsesInt8DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -334,9 +347,16 @@ at::Tensor QuantizedLinearInt8Digits(const at::Tensor& x, const at::Tensor& weig
   return RunPackedKernel(PackedKernel::kInt8Digits, x, {weight}, {bias})[0];
 }
 
+bool UsesInt4DigitChunksKernel(const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& bias) {
+  return DigitsVnniRuns() && x.scalar_type() == at::kFloat &&
+         QuantizedLinearApplies(x, weight, bias) &&
+         Int4DigitsKernelApplies(*loader::PackedLayoutOf(weight));
+}
+
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias) {
-  TORCH_CHECK(UsesInt4DigitsKernel(x, weight, bias),
+  TORCH_CHECK(UsesInt4DigitChunksKernel(x, weight, bias),
               "QuantizedLinearInt4DigitChunks: float32 rows, a packed 4-bit host weight in groups "
               "of a multiple of 128, an AVX512-VNNI CPU");
   return RunPackedKernel(PackedKernel::kInt4DigitChunks, x, {weight}, {bias})[0];

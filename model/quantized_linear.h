@@ -11,9 +11,10 @@
 // loader::DequantizeLinearWeight gives, fma(q, s, m), factored so a weight costs one
 // conversion and one fma per row (quantized_kernels.cc) — except 4-bit weights with AVX-512,
 // whose codes pick their weight fma(q, s, m) from a 16-entry table per block (one permute per
-// 16 weights) and multiply it unfactored; in one fixed order per output (16 or 8 lanes, then a
-// fixed lane sum), so a row's result does not depend on the other rows of the call: batch
-// invariance, as for the float kernels.
+// 16 weights) and multiply it unfactored, and 4-bit weights in groups of 128s on AVX512-VNNI
+// or AVX2 alone, whose inputs become 24-bit integers for integer products (UsesInt4DigitsKernel);
+// in one fixed order per output (16 or 8 lanes, then a fixed lane sum), so a row's result does
+// not depend on the other rows of the call: batch invariance, as for the float kernels.
 //   kAvx512: 16 lanes (AVX-512F, BW);   kAvx2: 8 lanes (AVX2 + FMA).
 #pragma once
 
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "loader/quantized_layout.h"
+#include "model/quantized_int4_digits.h"
 #include "model/quantized_vnni.h"
 
 namespace placer::model {
@@ -86,14 +88,16 @@ bool UsesInt8Bf16Kernel(const at::Tensor& x, const at::Tensor& weight, const at:
 at::Tensor QuantizedLinearInt8Bf16(const at::Tensor& x, const at::Tensor& weight,
                                    const at::Tensor& bias);
 
-// Float32 rows times 4-bit weights in groups of a multiple of 128 on AVX512-VNNI
-// (quantized_int4_digits.h): each block of 128 inputs as three signed bytes of a 24-bit
-// integer, multiplied with the codes by vpdpbusd, for any number of rows (batch invariant).
-// QuantizedLinear takes it for the rows it gives the kernels wherever UsesInt4DigitsKernel;
-// QuantizedLinearInt4Digits requires it.
+// Rows times 4-bit weights in groups of a multiple of 128 (quantized_int4_digits.h): each block
+// of 128 inputs as three signed bytes of a 24-bit integer, multiplied with the codes by vpdpbusd
+// (AVX512-VNNI) or vpmaddubsw (AVX2), for any number of rows (batch invariant). QuantizedLinear
+// takes it for the rows it gives the kernels wherever UsesInt4DigitsKernel: float32 rows with
+// AVX512-VNNI, float32 and BF16 rows on AVX2 alone. QuantizedLinearInt4Digits, in form `isa`
+// (runnable here), takes float32 or BF16 rows of any such weight.
 bool UsesInt4DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor QuantizedLinearInt4Digits(const at::Tensor& x, const at::Tensor& weight,
-                                     const at::Tensor& bias);
+                                     const at::Tensor& bias,
+                                     Int4DigitsIsa isa = DetectInt4DigitsIsa());
 // Float32 or BF16 rows times 8-bit weights in groups of a multiple of 128 (one per output
 // channel included) on AVX512-VNNI (quantized_int8_digits.h): the same digits, multiplied with
 // the signed codes by vpdpbusd, for any number of rows (batch invariant). QuantizedLinear takes
@@ -103,9 +107,11 @@ bool UsesInt8DigitsKernel(const at::Tensor& x, const at::Tensor& weight, const a
 at::Tensor QuantizedLinearInt8Digits(const at::Tensor& x, const at::Tensor& weight,
                                      const at::Tensor& bias);
 // The 4-bit operands past QuantizedLinearMaxRows (prompt chunks): the chunk's rows in the lanes
-// (quantized_int4_digit_chunks.h), the same digits and bound, its own summing order. QuantizedLinear
-// takes it for those rows wherever UsesInt4DigitsKernel; this entry, for any number of rows,
-// requires it.
+// (quantized_int4_digit_chunks.h, AVX512-VNNI), the same digits and bound, its own summing order.
+// QuantizedLinear takes it for float32 rows the F32 prompt-chunk kernel does not take wherever
+// UsesInt4DigitChunksKernel; this entry, for any number of rows, requires it.
+bool UsesInt4DigitChunksKernel(const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& bias);
 at::Tensor QuantizedLinearInt4DigitChunks(const at::Tensor& x, const at::Tensor& weight,
                                           const at::Tensor& bias);
 // Float32 rows times 4-bit or 8-bit weights in groups of 128s on AMX-INT8 tiles, each input as
@@ -128,7 +134,7 @@ at::Tensor QuantizedLinearTiles(const at::Tensor& x, const at::Tensor& weight,
 // What the model calls: the int8-activation path when UsesInt8Activations, else the kernels up
 // to QuantizedLinearMaxRows (UsesInt4Bf16Kernel's, UsesInt8DigitsKernel's for BF16 rows,
 // UsesInt8Bf16Kernel's or UsesInt4DigitsKernel's, else DetectQuantIsa's), else for float32 prompt chunks the AMX kernel
-// where UsesQuantizedTilesKernel, the chunk kernel where UsesInt4DigitsKernel (rows the F32
+// where UsesQuantizedTilesKernel, the chunk kernel where UsesInt4DigitChunksKernel (rows the F32
 // prompt-chunk kernel does not take), else the weight dequantized (quantized_unpacked_linear.h).
 at::Tensor QuantizedLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 

@@ -120,8 +120,10 @@ ChunkKernel ChunkKernelFor(const at::Tensor& x, const std::vector<at::Tensor>& w
     }
   }
   const int64_t rows = x.numel() / x.size(-1);
-  // AVX2 alone: float32 chunks (prompt_chunk_avx2.h); BF16 ones are unpacked whole below.
-  if (x.scalar_type() == at::kFloat && PromptChunkLinearTakes(rows)) return ChunkKernel::kFloat;
+  // AVX2 alone: float32 chunks, and BF16 ones widened to float32 (prompt_chunk_avx2.h).
+  if ((x.scalar_type() == at::kFloat || isa == QuantIsa::kAvx2) && PromptChunkLinearTakes(rows)) {
+    return ChunkKernel::kFloat;
+  }
   if (isa != QuantIsa::kAvx512) return ChunkKernel::kNone;
   if (x.scalar_type() == at::kBFloat16 && PromptChunkBf16Takes(rows)) return ChunkKernel::kBf16;
   return ChunkKernel::kNone;
@@ -168,7 +170,15 @@ std::vector<at::Tensor> UnpackedQuantizedLinears(const at::Tensor& x, const std:
       rows.push_back(UnpackTaskRows<float>(weights[i]));
       float_biases.push_back(biases[i].defined() ? biases[i].to(at::kFloat) : at::Tensor());
     }
-    return PromptChunkLinears(x, outs, rows, float_biases, SourceBytesOf(weights));
+    if (x.scalar_type() == at::kFloat) {
+      return PromptChunkLinears(x, outs, rows, float_biases, SourceBytesOf(weights));
+    }
+    // BF16 rows on AVX2 alone: the products of the float32 weight the decode kernels use (not
+    // of its BF16 rounding), rounded once to BF16.
+    std::vector<at::Tensor> ys =
+        PromptChunkLinears(x.to(at::kFloat), outs, rows, float_biases, SourceBytesOf(weights));
+    for (at::Tensor& y : ys) y = y.to(x.scalar_type());
+    return ys;
   }
   if (chunk == ChunkKernel::kBf16) {
     std::vector<DenseBf16WeightRows> rows;

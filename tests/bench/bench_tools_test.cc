@@ -222,6 +222,14 @@ TEST_F(BenchTools, QuantizedProductsTimeEverySchemeAndIsa) {
       if (point["int4_g128_f32_ms"].contains("int8_activations")) {
         EXPECT_GT(f32_rows["int8_activations"].get<double>(), 0) << scheme;
       }
+      // The three-digit kernel's column wherever QuantizedLinear gives it these rows: 4-bit
+      // groups of 128s, float32 rows on AVX512-VNNI and on AVX2 alone, BF16 rows there too.
+      const bool digits_here = scheme == "int4_g128" && (__builtin_cpu_supports("avx512vnni") ||
+                                                         !__builtin_cpu_supports("avx512f"));
+      EXPECT_EQ(f32_rows.contains("int4_digits"), digits_here) << scheme;
+      EXPECT_EQ(bf16_rows.contains("int4_digits"),
+                digits_here && !__builtin_cpu_supports("avx512f"))
+          << scheme;
       // Where the kernels hand over: never below a decode step of 16 rows.
       EXPECT_GE(products["max_rows"][scheme]["f32"].get<int64_t>(), 16) << scheme;
       EXPECT_GE(products["max_rows"][scheme]["bf16"].get<int64_t>(), 16) << scheme;

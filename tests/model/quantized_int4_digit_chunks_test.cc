@@ -30,7 +30,7 @@ using int4_digit_checks::Pack;
 class Int4DigitChunks : public testing::Test {
  protected:
   void SetUp() override {
-    if (!Int4DigitsKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI";
+    if (!DigitsVnniRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI";
   }
 };
 

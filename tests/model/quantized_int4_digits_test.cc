@@ -1,11 +1,14 @@
 // The 4-bit x three-digit kernel (each block of 128 float32 inputs as 24-bit integers in three
-// signed bytes, multiplied with the codes by vpdpbusd) against float64 products of the exactly
-// dequantized weight and the float32 inputs, within the bound its header states: groups of
-// 128, 256 and one per output row, odd outputs, 1-16 rows (tiles of 1-4 and their tails),
-// float32 or no bias, asymmetric offsets, inputs with outliers; the digits themselves; each row
-// bit-identical alone and in any batch; non-finite inputs; QuantizedLinear sending float32
-// decode rows of 4-bit weights in groups of 128s there, and nothing else.
+// signed bytes, multiplied with the codes by vpdpbusd or vpmaddubsw), in every form this CPU
+// runs (AVX512-VNNI, AVX2), against float64 products of the exactly dequantized weight and the
+// float32 inputs, within the bound its header states: groups of 128, 256 and one per output
+// row, odd outputs, 1-16 rows (passes of 1-4 and their tails), float32 or no bias, asymmetric
+// offsets, inputs with outliers, BF16 rows; the digits themselves (the same bits from the AVX2
+// code as from DigitsOfRows); each row bit-identical alone and in any batch; non-finite
+// inputs; QuantizedLinear sending decode rows of 4-bit weights in groups of 128s there (float32
+// ones, and BF16 ones on AVX2 alone), and nothing else.
 #include "model/quantized_int4_digits.h"
+#include "model/quantized_int4_digits_avx2.h"
 
 #include <gtest/gtest.h>
 
@@ -31,9 +34,11 @@ using int4_digit_checks::kDigitRange;
 class Int4DigitsKernel : public testing::Test {
  protected:
   void SetUp() override {
-    if (!Int4DigitsKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX512-VNNI";
+    if (!Int4DigitsKernelRuns()) GTEST_SKIP() << "this CPU lacks AVX2";
   }
 };
+
+std::string NameOf(Int4DigitsIsa isa) { return Int4DigitsIsaName(isa); }
 
 TEST_F(Int4DigitsKernel, ProductsMatchAFloat64Reference) {
   struct Shape {
@@ -46,15 +51,18 @@ TEST_F(Int4DigitsKernel, ProductsMatchAFloat64Reference) {
     const at::Tensor packed = Pack(shape.out, shape.in, shape.group, ++seed);
     for (int64_t rows : {1, 2, 3, 4, 5, 9, 16}) {
       for (bool with_bias : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "out " << shape.out << " in " << shape.in << " group "
-                                        << shape.group << " rows " << rows << " bias " << with_bias);
         const at::Tensor x = SeededRandn({rows, shape.in}, ++seed);
         const at::Tensor bias = with_bias ? SeededRandn({shape.out}, ++seed) : at::Tensor();
         ASSERT_TRUE(UsesInt4DigitsKernel(x, packed, bias));
-        const at::Tensor y = QuantizedLinearInt4Digits(x, packed, bias);
-        ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
-        ASSERT_EQ(y.scalar_type(), at::kFloat);
-        ExpectWithinTheBound(y, x, packed, bias);
+        for (Int4DigitsIsa isa : RunnableInt4DigitsIsas()) {
+          SCOPED_TRACE(testing::Message() << NameOf(isa) << " out " << shape.out << " in "
+                                          << shape.in << " group " << shape.group << " rows "
+                                          << rows << " bias " << with_bias);
+          const at::Tensor y = QuantizedLinearInt4Digits(x, packed, bias, isa);
+          ASSERT_EQ(y.sizes(), (at::IntArrayRef{rows, shape.out}));
+          ASSERT_EQ(y.scalar_type(), at::kFloat);
+          ExpectWithinTheBound(y, x, packed, bias);
+        }
       }
     }
   }
@@ -69,9 +77,28 @@ TEST_F(Int4DigitsKernel, OutliersAndTinyBlocksStayWithinTheBound) {
   x.index_put_({1, 300}, -2500.0f);
   x.narrow(1, 128, 128).mul_(1e-30);
   x.narrow(1, 384, 128).zero_();
-  const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor());
-  ExpectWithinTheBound(y, x, packed, at::Tensor());
-  EXPECT_TRUE(at::all(at::isfinite(y)).item<bool>());
+  for (Int4DigitsIsa isa : RunnableInt4DigitsIsas()) {
+    SCOPED_TRACE(NameOf(isa));
+    const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor(), isa);
+    ExpectWithinTheBound(y, x, packed, at::Tensor());
+    EXPECT_TRUE(at::all(at::isfinite(y)).item<bool>());
+  }
+}
+
+TEST_F(Int4DigitsKernel, BF16RowsAreTheirFloat32WideningsRoundedOnce) {
+  // What AVX2 serves BF16 decode rows with: the rows widened (exact), the float32 products
+  // rounded to BF16 once.
+  const at::Tensor packed = Pack(37, 384, 128, 9);
+  const at::Tensor x = SeededRandn({5, 384}, 10).to(at::kBFloat16);
+  const at::Tensor bias = SeededRandn({37}, 11);
+  for (Int4DigitsIsa isa : RunnableInt4DigitsIsas()) {
+    SCOPED_TRACE(NameOf(isa));
+    const at::Tensor y = QuantizedLinearInt4Digits(x, packed, bias, isa);
+    ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::equal(
+        y, QuantizedLinearInt4Digits(x.to(at::kFloat), packed, bias, isa).to(at::kBFloat16)));
+    ExpectWithinTheBound(y, x, packed, bias, std::ldexp(1.0, -8));
+  }
 }
 
 TEST_F(Int4DigitsKernel, BlocksTooSmallForTheStepsInverseStayNearZero) {
@@ -81,11 +108,14 @@ TEST_F(Int4DigitsKernel, BlocksTooSmallForTheStepsInverseStayNearZero) {
   at::Tensor x = SeededRandn({2, 256}, 8);
   x[0].mul_(1e-35);                    // a whole row of tiny values
   x[1].narrow(0, 0, 128).mul_(4e-38);  // one tiny block next to an ordinary one
-  const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor());
   const at::Tensor w64 = loader::DequantizeLinearWeight(packed, at::kFloat).to(at::kDouble);
   const at::Tensor reference = at::matmul(x.to(at::kDouble), w64.t());
-  EXPECT_LE((y[0].to(at::kDouble) - reference[0]).abs().max().item<double>(), 1e-36);
-  ExpectWithinTheBound(y.narrow(0, 1, 1), x.narrow(0, 1, 1), packed, at::Tensor());
+  for (Int4DigitsIsa isa : RunnableInt4DigitsIsas()) {
+    SCOPED_TRACE(NameOf(isa));
+    const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor(), isa);
+    EXPECT_LE((y[0].to(at::kDouble) - reference[0]).abs().max().item<double>(), 1e-36);
+    ExpectWithinTheBound(y.narrow(0, 1, 1), x.narrow(0, 1, 1), packed, at::Tensor());
+  }
 }
 
 TEST_F(Int4DigitsKernel, TheDigitsRepresentEachInputWithinTwoSteps) {
@@ -109,6 +139,22 @@ TEST_F(Int4DigitsKernel, TheDigitsRepresentEachInputWithinTwoSteps) {
   Int4Digits digits;
   DigitsOfRows(op, &digits);
   const int64_t blocks = in / kDigitBlock;
+  if (Int4DigitsAvx2Runs()) {
+    // The AVX2 code's digits and steps are DigitsOfRows' bits (where that is the AVX-512 code).
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        std::vector<int8_t> block(3 * kDigitBlock);
+        float step = 0;
+        DigitsOfBlockAvx2(x.data_ptr<float>() + r * in + b * kDigitBlock,
+                          sums[static_cast<size_t>(r * blocks + b)], block.data(), &step);
+        EXPECT_EQ(step, digits.steps[static_cast<size_t>(r * blocks + b)]);
+        EXPECT_EQ(0, std::memcmp(block.data(),
+                                 digits.digits.data() + (r * blocks + b) * 3 * kDigitBlock,
+                                 block.size()))
+            << "row " << r << " block " << b;
+      }
+    }
+  }
   ASSERT_EQ(digits.digits.size(), static_cast<size_t>(rows * in * 3));
   ASSERT_EQ(digits.steps.size(), static_cast<size_t>(rows * blocks));
   // Within a 64-input span, unpack lanes 16k..16k+15 hold inputs from kFirst[k].
@@ -135,11 +181,14 @@ TEST_F(Int4DigitsKernel, TheDigitsRepresentEachInputWithinTwoSteps) {
 
 TEST_F(Int4DigitsKernel, ARowIsTheSameAloneAndInAnyBatch) {
   const at::Tensor packed = Pack(67, 256, 128, 21);
-  packed_bf16_checks::ExpectRowsAloneAndInAnyBatch(
-      [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-        return QuantizedLinearInt4Digits(x, w, bias);
-      },
-      SeededRandn({16, 256}, 22), packed, SeededRandn({67}, 23));
+  for (Int4DigitsIsa isa : RunnableInt4DigitsIsas()) {
+    SCOPED_TRACE(NameOf(isa));
+    packed_bf16_checks::ExpectRowsAloneAndInAnyBatch(
+        [isa](const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+          return QuantizedLinearInt4Digits(x, w, bias, isa);
+        },
+        SeededRandn({16, 256}, 22), packed, SeededRandn({67}, 23));
+  }
 }
 
 TEST_F(Int4DigitsKernel, ANonFiniteInputMakesItsRowNan) {
@@ -147,19 +196,33 @@ TEST_F(Int4DigitsKernel, ANonFiniteInputMakesItsRowNan) {
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     at::Tensor x = SeededRandn({3, 256}, 32);
     x.index_put_({1, 140}, bad);
-    const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor());
-    EXPECT_TRUE(at::all(at::isnan(y[1])).item<bool>()) << bad;
-    EXPECT_TRUE(at::all(at::isfinite(y[0])).item<bool>() && at::all(at::isfinite(y[2])).item<bool>());
+    for (Int4DigitsIsa isa : RunnableInt4DigitsIsas()) {
+      const at::Tensor y = QuantizedLinearInt4Digits(x, packed, at::Tensor(), isa);
+      EXPECT_TRUE(at::all(at::isnan(y[1])).item<bool>()) << bad << " " << NameOf(isa);
+      EXPECT_TRUE(at::all(at::isfinite(y[0])).item<bool>() &&
+                  at::all(at::isfinite(y[2])).item<bool>());
+    }
   }
 }
 
-TEST_F(Int4DigitsKernel, QuantizedLinearSendsFloat32RowsOfGroupsOf128sHere) {
+TEST_F(Int4DigitsKernel, QuantizedLinearSendsDecodeRowsOfGroupsOf128sHere) {
   const at::Tensor packed = Pack(48, 256, 128, 41);
   const at::Tensor x = SeededRandn({2, 256}, 42);
+  if (DetectQuantIsa() == QuantIsa::kAvx512 && !DigitsVnniRuns()) {
+    // AVX-512 without VNNI keeps its float kernel (quantized_int4_quads.h).
+    EXPECT_FALSE(UsesInt4DigitsKernel(x, packed, at::Tensor()));
+    return;
+  }
   EXPECT_TRUE(at::equal(QuantizedLinear(x, packed, at::Tensor()),
                         QuantizedLinearInt4Digits(x, packed, at::Tensor())));
-  // Not BF16 rows (the vdpbf16ps kernel's), groups of 32 or 64, or 8-bit weights.
-  EXPECT_FALSE(UsesInt4DigitsKernel(x.to(at::kBFloat16), packed, at::Tensor()));
+  // BF16 rows on AVX2 alone (with AVX512-VNNI they keep the vdpbf16ps or float kernels).
+  const at::Tensor bf16 = x.to(at::kBFloat16);
+  EXPECT_EQ(UsesInt4DigitsKernel(bf16, packed, at::Tensor()), !DigitsVnniRuns());
+  if (!DigitsVnniRuns()) {
+    EXPECT_TRUE(at::equal(QuantizedLinear(bf16, packed, at::Tensor()),
+                          QuantizedLinearInt4Digits(bf16, packed, at::Tensor())));
+  }
+  // Not groups of 32 or 64, or 8-bit weights.
   EXPECT_FALSE(UsesInt4DigitsKernel(x, Pack(48, 256, 32, 43), at::Tensor()));
   EXPECT_FALSE(UsesInt4DigitsKernel(x, Pack(48, 256, 64, 44), at::Tensor()));
   absl::StatusOr<at::Tensor> int8 = loader::QuantizeLinearWeight(
@@ -169,14 +232,23 @@ TEST_F(Int4DigitsKernel, QuantizedLinearSendsFloat32RowsOfGroupsOf128sHere) {
   EXPECT_FALSE(UsesInt4DigitsKernel(x, SeededRandn({48, 256}, 46), at::Tensor()));
 }
 
-TEST_F(Int4DigitsKernel, TheStartLogNoteNamesItForF32RowsOnly) {
+TEST_F(Int4DigitsKernel, TheStartLogNoteNamesIt) {
   const std::string f32 = PackedKernelsNote(loader::DType::kF32);
+  const std::string bf16 = PackedKernelsNote(loader::DType::kBF16);
   EXPECT_EQ(f32.rfind("packed kernels (F32 rows): ", 0), 0u) << f32;
-  EXPECT_NE(f32.find("AVX512-VNNI for 4-bit weights in groups of 128s"), std::string::npos) << f32;
-  // BF16 rows of 4-bit weights take the vdpbf16ps kernel (8-bit ones the VNNI digits).
-  EXPECT_EQ(PackedKernelsNote(loader::DType::kBF16).find("VNNI for 4-bit"), std::string::npos)
-      << PackedKernelsNote(loader::DType::kBF16);
   EXPECT_EQ(PackedKernelsNote(loader::DType::kF16), "");
+  if (DigitsVnniRuns()) {
+    EXPECT_NE(f32.find("AVX512-VNNI for 4-bit weights in groups of 128s"), std::string::npos) << f32;
+    // BF16 rows of 4-bit weights take the vdpbf16ps kernel (8-bit ones the VNNI digits).
+    EXPECT_EQ(bf16.find("VNNI for 4-bit"), std::string::npos) << bf16;
+  } else if (DetectQuantIsa() == QuantIsa::kAvx2) {
+    for (const std::string& note : {f32, bf16}) {
+      EXPECT_NE(note.find("AVX2 vpmaddubsw for 4-bit weights in groups of 128s, decode steps"),
+                std::string::npos)
+          << note;
+    }
+    EXPECT_EQ(bf16.rfind("packed kernels (BF16 rows): ", 0), 0u) << bf16;
+  }
 }
 
 }  // namespace

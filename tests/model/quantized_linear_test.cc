@@ -178,8 +178,8 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
                                       << at::toString(compute) << " max rows " << max_rows);
       ASSERT_GE(max_rows, 16);  // a decode step of --max-batch-size 8 (and twice that) stays exact
       const at::Tensor at_limit = SeededRandn({max_rows, 256}, 8).to(compute);
-      // BF16 rows go to the vdpbf16ps kernels where they run, F32 rows of 4-bit groups of 128s
-      // to the three-digit kernel where it runs, others to the ISA's.
+      // BF16 rows go to the vdpbf16ps kernels where they run, rows of 4-bit groups of 128s
+      // to the three-digit kernel where it takes them, others to the ISA's.
       const at::Tensor kernels =
           UsesInt4Bf16Kernel(at_limit, packed, at::Tensor())
               ? QuantizedLinearInt4Bf16(at_limit, packed, at::Tensor())
@@ -192,18 +192,21 @@ TEST(QuantizedLinear, TheKernelsTakeRowsUpToMaxRowsAndUnpackPlusGemmTheRest) {
       // Past the limit: F32 chunks of groups of 128s to the AMX-INT8 digits where they run, F32
       // chunks of groups of 64s and BF16 chunks to the AMX BF16 kernel where it runs, else F32
       // chunks of groups of 128s to the three-digit chunk kernel where it runs, the rest
-      // unpacked for the compute dtype's dense product.
+      // unpacked for the compute dtype's dense product; on AVX2 alone BF16 chunks are widened
+      // and multiplied by the float32 weight, as F32 ones (rounded to BF16 once).
       const at::Tensor beyond = SeededRandn({max_rows + 1, 256}, 9).to(compute);
-      const at::Tensor dense = loader::DequantizeLinearWeight(packed, compute);
+      const bool widened = DetectQuantIsa() == QuantIsa::kAvx2 && compute == at::kBFloat16;
+      const at::Tensor dense = loader::DequantizeLinearWeight(packed, widened ? at::kFloat : compute);
       EXPECT_TRUE(at::equal(QuantizedLinear(beyond, packed, at::Tensor()),
                             UsesDigitTilesKernel(beyond, packed, at::Tensor())
                                 ? QuantizedLinearDigitTiles(beyond, packed, at::Tensor())
                             : UsesQuantizedTilesKernel(beyond, packed, at::Tensor()) &&
                                     (compute == at::kBFloat16 || group >= 64)
                                 ? QuantizedLinearTiles(beyond, packed, at::Tensor())
-                            : UsesInt4DigitsKernel(beyond, packed, at::Tensor())
+                            : UsesInt4DigitChunksKernel(beyond, packed, at::Tensor())
                                 ? QuantizedLinearInt4DigitChunks(beyond, packed, at::Tensor())
-                                : Linear(beyond, dense)));
+                            : widened ? Linear(beyond.to(at::kFloat), dense).to(compute)
+                                      : Linear(beyond, dense)));
     }
   }
 }
