@@ -66,30 +66,74 @@ void RowsToColumnBlocks(const Element* x, int64_t rows, int64_t in, int64_t unit
   if (!SpinningWorkers::Shared().TryRun(blocks * spans, run)) at::parallel_for(0, blocks * spans, 1, run);
 }
 
-// Without AVX-512 (the AVX2 prompt-chunk tiles): element by element, unit-major so the block is
-// written in order; a chunk is a few hundred KiB at most, against milliseconds of products.
-void FloatRowsToColumnBlocksScalar(const float* x, int64_t rows, int64_t in, float* out) {
-  const int64_t blocks = (rows + kColumnBlockRows - 1) / kColumnBlockRows;
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t first = block * kColumnBlockRows;
-    const int64_t valid = std::min(kColumnBlockRows, rows - first);
-    float* to = out + block * in * kColumnBlockRows;
-    for (int64_t group = 0; group < kColumnBlockRows / 8; ++group) {
-      for (int64_t u = 0; u < in; ++u) {
-        for (int64_t r = 0; r < 8; ++r) {
-          const int64_t row = 8 * group + r;
-          to[(group * in + u) * 8 + r] = row < valid ? x[(first + row) * in + u] : 0.0f;
-        }
-      }
-    }
+// Rows in groups of 8 for the AVX2 tiles: 256 units of one group a task.
+constexpr int64_t kAvx2GroupRows = 8;
+constexpr int64_t kAvx2UnitsPerTask = 256;
+
+// r[i] (row i, 8 values) to r[c] (value c of the 8 rows): pairs, quads within each 128-bit
+// lane, then the lanes.
+__attribute__((target("avx2"), always_inline)) inline void Transpose8x8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
+  __m256 q[8];
+  for (int g = 0; g < 2; ++g) {
+    const __m256 a = t[4 * g], b = t[4 * g + 1], c = t[4 * g + 2], d = t[4 * g + 3];
+    q[4 * g + 0] = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0));
+    q[4 * g + 1] = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2));
+    q[4 * g + 2] = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0));
+    q[4 * g + 3] = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(q[c], q[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(q[c], q[4 + c], 0x31);
+  }
+}
+
+// Units [u0, u1) of a group's `valid` rows (zeros for the other rows of its 8) into `to`, the
+// group's [in][8] floats.
+__attribute__((target("avx2"))) void GroupUnitsAvx2(const float* x, int64_t in, int64_t valid, int64_t u0,
+                                                    int64_t u1, float* to) {
+  int64_t u = u0;
+  for (; u + 8 <= u1; u += 8) {
+    __m256 r[8];
+    for (int64_t i = 0; i < 8; ++i) r[i] = i < valid ? _mm256_loadu_ps(x + i * in + u) : _mm256_setzero_ps();
+    Transpose8x8(r);
+    for (int64_t c = 0; c < 8; ++c) _mm256_store_ps(to + (u + c) * kAvx2GroupRows, r[c]);
+  }
+  for (; u < u1; ++u) {
+    for (int64_t i = 0; i < kAvx2GroupRows; ++i) to[u * kAvx2GroupRows + i] = i < valid ? x[i * in + u] : 0.0f;
+  }
+}
+
+// Without AVX-512 (the AVX2 prompt-chunk tiles): each group of 8 rows with any of x's rows,
+// transposed 8 x 8 in registers, spread over SpinningWorkers. Element by element on the calling
+// thread, a 32-token small-preset prefill's transposes left the other thread idle for ~4 % of its
+// time (bench/analysis.md). Groups wholly past `rows` are left unwritten: the AVX2 tiles take
+// only the vectors of 8 rows that hold some (column_blocks.h).
+void FloatRowsToColumnBlocksAvx2(const float* x, int64_t rows, int64_t in, float* out) {
+  const int64_t groups = (rows + kAvx2GroupRows - 1) / kAvx2GroupRows;
+  const int64_t spans = (in + kAvx2UnitsPerTask - 1) / kAvx2UnitsPerTask;
+  constexpr int64_t kGroupsPerBlock = kColumnBlockRows / kAvx2GroupRows;
+  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t group = task / spans, u0 = (task % spans) * kAvx2UnitsPerTask;
+      const int64_t block = group / kGroupsPerBlock, in_block = group % kGroupsPerBlock;
+      float* to = out + (block * kColumnBlockRows * in) + in_block * in * kAvx2GroupRows;
+      GroupUnitsAvx2(x + group * kAvx2GroupRows * in, in, std::min(kAvx2GroupRows, rows - group * kAvx2GroupRows),
+                     u0, std::min(in, u0 + kAvx2UnitsPerTask), to);
+    }
+  };
+  if (!SpinningWorkers::Shared().TryRun(groups * spans, run)) at::parallel_for(0, groups * spans, 1, run);
 }
 
 }  // namespace
 
 void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out) {
   if (!__builtin_cpu_supports("avx512f")) {
-    FloatRowsToColumnBlocksScalar(x, rows, in, out);
+    FloatRowsToColumnBlocksAvx2(x, rows, in, out);
     return;
   }
   RowsToColumnBlocks(x, rows, in, in, out);

@@ -8,7 +8,8 @@
 // [in][8] at g * in * 8: a tile's vector of 8 rows is then one contiguous stream, where 8 of
 // every 64 floats left half of each cache line unused. A unit is one float32, or one pair of
 // consecutive BF16 values (the first in the low half; an odd `in`'s last pair has zero bits in
-// its high half). Rows past `rows` in the last block are zeros. Nothing past a row of x is read.
+// its high half). Rows past `rows` in the last block are zeros, but for AVX2's groups of 8 rows
+// that hold none of x's rows: those are not written. Nothing past a row of x is read.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace placer::model {
 inline constexpr int64_t kColumnBlockRows = 64;
 
 // Writes every block of x (float32, [rows, in]) to out ([blocks][in][64] floats, 64-byte
-// aligned): with AVX-512F spread over SpinningWorkers, else on the calling thread.
+// aligned), spread over SpinningWorkers. Needs AVX2 (AVX-512F: the 64-row layout).
 void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out);
 
 // Writes every block of x (BF16 bits, [rows, in]) to out ([blocks][(in + 1) / 2][64] pairs,
