@@ -70,28 +70,6 @@ void RowsToColumnBlocks(const Element* x, int64_t rows, int64_t in, int64_t unit
 constexpr int64_t kAvx2GroupRows = 8;
 constexpr int64_t kAvx2UnitsPerTask = 256;
 
-// r[i] (row i, 8 values) to r[c] (value c of the 8 rows): pairs, quads within each 128-bit
-// lane, then the lanes.
-__attribute__((target("avx2"), always_inline)) inline void Transpose8x8(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m256 q[8];
-  for (int g = 0; g < 2; ++g) {
-    const __m256 a = t[4 * g], b = t[4 * g + 1], c = t[4 * g + 2], d = t[4 * g + 3];
-    q[4 * g + 0] = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0));
-    q[4 * g + 1] = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2));
-    q[4 * g + 2] = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0));
-    q[4 * g + 3] = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(q[c], q[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(q[c], q[4 + c], 0x31);
-  }
-}
-
 // Units [u0, u1) of a group's `valid` rows (zeros for the other rows of its 8) into `to`, the
 // group's [in][8] floats.
 __attribute__((target("avx2"))) void GroupUnitsAvx2(const float* x, int64_t in, int64_t valid, int64_t u0,

@@ -1,6 +1,7 @@
-// A 16 x 16 transpose of 32-bit values in AVX-512 registers, for the kernels that turn rows
-// into columns (column_blocks.cc: a prompt chunk's inputs; quantized_tiles.cc: inputs into
-// B tiles and the tiles' sums back into rows).
+// Transposes of 32-bit values in registers, for the kernels that turn rows into columns: 16 x 16
+// in AVX-512 registers (column_blocks.cc: a prompt chunk's inputs; quantized_tiles.cc: inputs
+// into B tiles and the tiles' sums back into rows), 8 x 8 in AVX2 ones (column_blocks.cc's
+// blocks for the AVX2 tiles). The same three steps at either width.
 #pragma once
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see small_batch_out_in.cc).
@@ -41,6 +42,28 @@ __attribute__((target("avx512f"), always_inline)) inline void Transpose16x16(__m
     t[12 + c] = _mm512_shuffle_f32x4(high01, high23, 0xDD);
   }
   for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// r[i] (row i, 8 values) to r[c] (value c of the 8 rows): Transpose16x16's pairs and quads
+// within each 128-bit lane, then the two lanes.
+__attribute__((target("avx2"), always_inline)) inline void Transpose8x8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m256 q[8];
+  for (int g = 0; g < 2; ++g) {
+    const __m256 a = t[4 * g], b = t[4 * g + 1], c = t[4 * g + 2], d = t[4 * g + 3];
+    q[4 * g + 0] = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0));
+    q[4 * g + 1] = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2));
+    q[4 * g + 2] = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0));
+    q[4 * g + 3] = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(q[c], q[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(q[c], q[4 + c], 0x31);
+  }
 }
 
 }  // namespace placer::model
