@@ -8,7 +8,7 @@
 //   placer-bench-model bandwidth [--mib 256] [--threads 2] [--runs 5]
 //   placer-bench-model drift DIR --quantize int8|int4 [--prompts 8] [--tokens 32] [--threads 2]
 //   placer-bench-model stream-prefetch [--mib 256] [--threads 2] [--pairs 100] [--distances ...]
-//   placer-bench-model packed-stream [--mib 256] [--threads 2] [--passes 20]
+//   placer-bench-model packed-stream [--mib 256] [--threads 2] [--passes 20] [--shapes small] [--float32-rows]
 #include <ATen/ATen.h>
 
 #include <CLI/CLI.hpp>
@@ -295,13 +295,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"int8", "int4_g32", "int4_g64", "int4_g128"}));
   CLI::App* stream = app.add_subcommand(
       "packed-stream",
-      "one-row products over the ~1.1B model's layer shapes packed at int4/int8 (BF16 rows, and "
+      "one-row products over a model's layer shapes packed at int4/int8 (BF16 or F32 rows, and "
       "int8 activations), each pass beside a plain read of as many bytes: the kernels' share of "
       "the read bandwidth (bench/packed_stream.h)");
   stream->add_option("--threads", args.threads)->check(CLI::Range(1, 256));
   stream->add_option("--mib", mib, "packed bytes per scheme (whole layers)")->check(CLI::Range(1, 65536));
   int stream_passes = 20;
   stream->add_option("--passes", stream_passes)->check(CLI::Range(1, 100000));
+  std::string stream_shapes = "tinyllama";
+  stream->add_option("--shapes", stream_shapes,
+                     "whose linears: tinyllama (a layer), small (a small-preset layer), "
+                     "small-lm-head ([32000, 768])")
+      ->check(CLI::IsMember({"tinyllama", "small", "small-lm-head"}));
+  bool stream_float32_rows = false;
+  stream->add_flag("--float32-rows", stream_float32_rows, "float32 input rows (default BF16)");
   CLI::App* prefetch = app.add_subcommand(
       "stream-prefetch",
       "one-row F32 products with and without a same-stream prefetch, in alternating pairs: how "
@@ -372,7 +379,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*stream) {
-      PrintJson(MeasurePackedStream(mib << 20, stream_passes));
+      const PackedStreamShapes shapes = stream_shapes == "small"           ? PackedStreamShapes::kSmall
+                                        : stream_shapes == "small-lm-head" ? PackedStreamShapes::kSmallLmHead
+                                                                           : PackedStreamShapes::kTinyLlama;
+      PrintJson(MeasurePackedStream(mib << 20, stream_passes, shapes, stream_float32_rows));
       return 0;
     }
     if (*quantized) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,10 +27,23 @@ struct Scheme {
   bool int8_activations;
 };
 
-// TinyLlama's linears of one layer, [out, in]: q, k, v, o, gate, up, down.
-constexpr std::pair<int64_t, int64_t> kLayerShapes[] = {{2048, 2048}, {256, 2048}, {256, 2048},
-                                                        {2048, 2048}, {5632, 2048}, {5632, 2048},
-                                                        {2048, 5632}};
+using Shapes = std::vector<std::pair<int64_t, int64_t>>;
+
+// [out, in] of the linears of one "layer" of each PackedStreamShapes.
+const Shapes& ShapesOf(PackedStreamShapes shapes) {
+  // TinyLlama's q, k, v, o, gate, up, down.
+  static const Shapes tinyllama = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
+                                   {5632, 2048}, {5632, 2048}, {2048, 5632}};
+  // The small preset's (bench/run's llama-small).
+  static const Shapes small = {{768, 768},   {256, 768},   {256, 768}, {768, 768},
+                               {2048, 768}, {2048, 768}, {768, 2048}};
+  static const Shapes small_lm_head = {{32000, 768}};
+  switch (shapes) {
+    case PackedStreamShapes::kSmall: return small;
+    case PackedStreamShapes::kSmallLmHead: return small_lm_head;
+    default: return tinyllama;
+  }
+}
 
 double Quantile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
@@ -37,11 +51,12 @@ double Quantile(std::vector<double> values, double q) {
 }
 
 // Whole layers of packed weights until they reach `bytes`; their bytes in *total.
-std::vector<at::Tensor> PackedLayers(const Scheme& scheme, int64_t bytes, int64_t* total) {
+std::vector<at::Tensor> PackedLayers(const Scheme& scheme, const Shapes& shapes, int64_t bytes,
+                                     int64_t* total) {
   std::vector<at::Tensor> packed;
   *total = 0;
   while (*total < bytes) {
-    for (const auto& [out, in] : kLayerShapes) {
+    for (const auto& [out, in] : shapes) {
       const at::Tensor w = (at::randn({out, in}) * 0.02).to(at::kBFloat16);
       const loader::PackedLayout layout{scheme.bits, out, in,
                                         scheme.group_size == 0 ? in : scheme.group_size};
@@ -56,26 +71,40 @@ std::vector<at::Tensor> PackedLayers(const Scheme& scheme, int64_t bytes, int64_
 
 }  // namespace
 
-nlohmann::json MeasurePackedStream(int64_t bytes, int passes) {
+const char* PackedStreamShapesName(PackedStreamShapes shapes) {
+  switch (shapes) {
+    case PackedStreamShapes::kSmall: return "small";
+    case PackedStreamShapes::kSmallLmHead: return "small-lm-head";
+    default: return "tinyllama";
+  }
+}
+
+nlohmann::json MeasurePackedStream(int64_t bytes, int passes, PackedStreamShapes shapes,
+                                   bool float32_rows) {
   at::manual_seed(1);
   const bool mode_before = model::Int8ActivationsEnabled();
   nlohmann::json schemes;
   for (const Scheme& scheme : {Scheme{"int4", 4, 128, false}, Scheme{"int4a8", 4, 128, true},
                                Scheme{"int8", 8, 0, false}, Scheme{"int8a8", 8, 0, true}}) {
     int64_t total = 0;
-    const std::vector<at::Tensor> weights = PackedLayers(scheme, bytes, &total);
-    std::vector<int64_t> inputs;  // each weight's in
-    for (const at::Tensor& w : weights) inputs.push_back(loader::PackedLayoutOf(w)->in);
-    const at::Tensor row_2048 = at::randn({1, 2048}).to(at::kBFloat16);
-    const at::Tensor row_5632 = at::randn({1, 5632}).to(at::kBFloat16);
-    if (!model::QuantizedLinearApplies(row_2048, weights.front(), at::Tensor())) continue;
+    const std::vector<at::Tensor> weights = PackedLayers(scheme, ShapesOf(shapes), bytes, &total);
+    // One input row per width, in the rows' dtype.
+    std::map<int64_t, at::Tensor> rows;
+    std::vector<const at::Tensor*> inputs;  // each weight's row
+    for (const at::Tensor& w : weights) {
+      const int64_t in = loader::PackedLayoutOf(w)->in;
+      at::Tensor& row = rows[in];
+      if (!row.defined()) row = at::randn({1, in}).to(float32_rows ? at::kFloat : at::kBFloat16);
+      inputs.push_back(&row);
+    }
+    if (!model::QuantizedLinearApplies(*inputs.front(), weights.front(), at::Tensor())) continue;
     model::SetInt8Activations(scheme.int8_activations);
     if (scheme.int8_activations && !model::UsesInt8Activations(weights.front())) continue;
     ReadProbe read(total);
     const auto pass = [&] {
       const Clock::time_point start = Clock::now();
       for (size_t i = 0; i < weights.size(); ++i) {
-        model::QuantizedLinear(inputs[i] == 2048 ? row_2048 : row_5632, weights[i], at::Tensor());
+        model::QuantizedLinear(*inputs[i], weights[i], at::Tensor());
       }
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
@@ -97,7 +126,9 @@ nlohmann::json MeasurePackedStream(int64_t bytes, int passes) {
           {"p75", Quantile(of_read, 0.75)}}}};
   }
   model::SetInt8Activations(mode_before);
-  return {{"threads", at::get_num_threads()}, {"passes", passes}, {"schemes", schemes}};
+  return {{"threads", at::get_num_threads()}, {"passes", passes},
+          {"shapes", PackedStreamShapesName(shapes)},
+          {"rows", float32_rows ? "F32" : "BF16"}, {"schemes", schemes}};
 }
 
 }  // namespace placer::bench

@@ -11,13 +11,21 @@
 
 namespace placer::bench {
 
+// Whose linear shapes a pass multiplies: TinyLlama's seven of a layer (the default), the small
+// preset's seven, or the small preset's lm_head alone ([32000, 768]: a third of its decode
+// step's bytes under --quantize int4).
+enum class PackedStreamShapes { kTinyLlama, kSmall, kSmallLmHead };
+const char* PackedStreamShapesName(PackedStreamShapes shapes);
+
 // For each scheme this CPU runs (int4 and int8 weights, --quantize's groups; BF16 rows, and
-// BF16 rows under --quantize-activations int8): packed weights of TinyLlama's seven linear
-// shapes, layer after layer until they reach `bytes`, each multiplied by one BF16 row through
+// BF16 rows under --quantize-activations int8): packed weights of `shapes`, layer after layer
+// until they reach `bytes`, each multiplied by one BF16 row (float32 with `float32_rows`) through
 // QuantizedLinear (the path a decode step takes), `passes` times; after each pass one read of
 // as many bytes (ReadProbe). Returns {"threads", "passes", "schemes": {name: {"bytes",
 // "pass_ms" (median), "kernel_gbps" (median), "read_gbps" (median of the reads), "of_read"
-// {"p25", "median", "p75"} of read time / pass time, pass by pass}}}.
-nlohmann::json MeasurePackedStream(int64_t bytes, int passes);
+// {"p25", "median", "p75"} of read time / pass time, pass by pass}}}, "shapes" and "rows".
+nlohmann::json MeasurePackedStream(int64_t bytes, int passes,
+                                   PackedStreamShapes shapes = PackedStreamShapes::kTinyLlama,
+                                   bool float32_rows = false);
 
 }  // namespace placer::bench
