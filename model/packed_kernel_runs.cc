@@ -89,11 +89,21 @@ std::vector<at::Tensor> Bf16KernelProducts(
       [&](const QuantOperands& op, int64_t n0, int64_t n1) { rows(op, pairs.data(), n0, n1); });
 }
 
+// The calling thread's digits, kept for its next call (a decode step's ~40 products each made
+// two fresh heap blocks) unless a long input made them large.
+template <class Digits>
+Digits& KeptDigits() {
+  thread_local Digits kept;
+  constexpr size_t kKeptDigitBytes = size_t{1} << 20;
+  if (kept.digits.capacity() > kKeptDigitBytes) kept = Digits();
+  return kept;
+}
+
 std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
                                            const std::vector<at::Tensor>& weights,
                                            const std::vector<at::Tensor>& biases,
                                            Int4DigitsIsa isa) {
-  Int4Digits digits;
+  Int4Digits& digits = KeptDigits<Int4Digits>();  // the helpers read the caller's
   return RunPackedProducts(
       x, weights, biases, [&](const QuantOperands& op) { DigitsOfRows(op, &digits); },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {
@@ -104,7 +114,7 @@ std::vector<at::Tensor> Int4DigitsProducts(const at::Tensor& x,
 std::vector<at::Tensor> Int8DigitsProducts(const at::Tensor& x,
                                            const std::vector<at::Tensor>& weights,
                                            const std::vector<at::Tensor>& biases) {
-  Int8Digits digits;
+  Int8Digits& digits = KeptDigits<Int8Digits>();  // the helpers read the caller's
   return RunPackedProducts(
       x, weights, biases, [&](const QuantOperands& op) { Int8DigitsOfRows(op, &digits); },
       [&](const QuantOperands& op, int64_t n0, int64_t n1) {

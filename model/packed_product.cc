@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/container/inlined_vector.h"
 #include "loader/quantized_weight.h"
 #include "model/spinning_workers.h"
 #include "model/stream_prefetch.h"
@@ -83,21 +84,24 @@ std::vector<at::Tensor> RunPackedProducts(
     int64_t outputs_per_task) {
   TORCH_CHECK(!weights.empty() && weights.size() == biases.size(),
               "RunPackedProducts: one bias (or none) per weight");
+  // A decode step makes ~40 of these calls, each between two passes over weights that push the
+  // heap out of the cache: the call's own bookkeeping lives on the stack (inlined up to
+  // kInlineWeights weights), not in fresh heap blocks touched cold.
+  constexpr size_t kInlineWeights = 4;
   const size_t count = weights.size();
-  std::vector<loader::PackedLayout> layouts;
-  layouts.reserve(count);
+  absl::InlinedVector<loader::PackedLayout, kInlineWeights> layouts;
   for (const at::Tensor& weight : weights) layouts.push_back(*loader::PackedLayoutOf(weight));
   const loader::PackedLayout& shared = layouts[0];
   const int64_t rows = x.numel() / shared.in;
   const bool float_rows = x.scalar_type() == at::kFloat;
   std::vector<at::Tensor> ys;
   ys.reserve(count);
-  std::vector<int64_t> shape = x.sizes().vec();
+  absl::InlinedVector<int64_t, 4> shape(x.sizes().begin(), x.sizes().end());
   const at::TensorOptions options = x.options().memory_format(at::MemoryFormat::Contiguous);
   int64_t all_outputs = 0;
   for (const loader::PackedLayout& layout : layouts) {
     shape.back() = layout.out;
-    ys.push_back(at::empty(shape, options));
+    ys.push_back(at::empty(at::IntArrayRef(shape.data(), shape.size()), options));
     all_outputs += layout.out;
   }
   if (rows == 0) return ys;
@@ -106,7 +110,7 @@ std::vector<at::Tensor> RunPackedProducts(
   thread_local std::vector<base::CacheLineVector<float>> bias_buffers;
   if (bias_buffers.size() < count) bias_buffers.resize(count);
   at::Tensor x_widened;
-  std::vector<at::Tensor> biases_widened(count);
+  absl::InlinedVector<at::Tensor, kInlineWeights> biases_widened(count);
   const float* xs = FloatValues(x, x_buffer, x_widened);
   if (!float_rows) y_buffer.resize(static_cast<size_t>(rows * all_outputs));
   const int64_t groups = shared.groups();
@@ -117,10 +121,9 @@ std::vector<at::Tensor> RunPackedProducts(
           SumInFixedOrder(xs + r * shared.in + g * shared.group_size, shared.group_size);
     }
   }
-  std::vector<QuantOperands> ops;
-  ops.reserve(count);
+  absl::InlinedVector<QuantOperands, kInlineWeights> ops;
   // Task t of the loop is task t - first_task[i] of weight i.
-  std::vector<int64_t> first_task(count + 1, 0);
+  absl::InlinedVector<int64_t, kInlineWeights + 1> first_task(count + 1, 0);
   int64_t y_offset = 0;
   for (size_t i = 0; i < count; ++i) {
     const loader::PackedLayout& layout = layouts[i];
@@ -146,11 +149,11 @@ std::vector<at::Tensor> RunPackedProducts(
         first_task[i] + (layout.out + outputs_per_task - 1) / outputs_per_task;
   }
   prepare(ops[0]);
-  std::vector<c10::BFloat16*> bf16_outputs(count, nullptr);
+  absl::InlinedVector<c10::BFloat16*, kInlineWeights> bf16_outputs(count, nullptr);
   if (!float_rows) {
     for (size_t i = 0; i < count; ++i) bf16_outputs[i] = ys[i].data_ptr<c10::BFloat16>();
   }
-  const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
+  const auto run_tasks = [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < count && begin < end; ++i) {
       if (begin >= first_task[i + 1]) continue;
       const int64_t stop = std::min(end, first_task[i + 1]);
@@ -168,6 +171,11 @@ std::vector<at::Tensor> RunPackedProducts(
       }
       begin = stop;
     }
+  };
+  // A pointer to the lambda fits std::function's own storage (the lambda's many references
+  // would be a heap block per call).
+  const SpinningWorkers::RangeFn run = [tasks_of = &run_tasks](int64_t begin, int64_t end) {
+    (*tasks_of)(begin, end);
   };
   const int64_t tasks = first_task[count];
   if (!SpinningWorkers::Shared().TryRun(tasks, run)) at::parallel_for(0, tasks, 1, run);

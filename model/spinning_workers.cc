@@ -63,15 +63,14 @@ void SpinningWorkers::Resize(int helpers) {
   }
 }
 
-std::vector<int64_t> SpinningWorkers::ChunkStarts(int64_t tasks, int participants) {
-  std::vector<int64_t> starts;
+void SpinningWorkers::ChunkStarts(int64_t tasks, int participants, std::vector<int64_t>* starts) {
+  starts->clear();
   const int64_t share = 2 * static_cast<int64_t>(std::max(1, participants));
   for (int64_t start = 0; start < tasks;) {
-    starts.push_back(start);
+    starts->push_back(start);
     start += std::max<int64_t>(1, (tasks - start + share - 1) / share);
   }
-  starts.push_back(tasks);
-  return starts;
+  starts->push_back(tasks);
 }
 
 bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
@@ -83,7 +82,7 @@ bool SpinningWorkers::TryRun(int64_t tasks, const RangeFn& fn) {
     return true;
   }
   fn_ = &fn;
-  chunk_starts_ = ChunkStarts(tasks, participants_);
+  ChunkStarts(tasks, participants_, &chunk_starts_);
   const int64_t chunks = static_cast<int64_t>(chunk_starts_.size()) - 1;
   chunks_done_.store(0, std::memory_order_relaxed);
   const uint64_t generation = generation_.load() + 1;

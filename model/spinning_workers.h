@@ -38,7 +38,9 @@ class SpinningWorkers {
   // through the weights and the last ones single tasks, and participants finish together
   // instead of one waiting out another's long last chunk (guided self-scheduling; equal
   // chunks, 4 a participant, left ~3 % of a ~1.1B int4 decode step waiting: bench/analysis.md).
-  static std::vector<int64_t> ChunkStarts(int64_t tasks, int participants);
+  // Written over *starts, whose capacity is kept: a decode step posts ~40 loops, and a fresh
+  // vector for each was a heap block touched cold after the step's weights went through.
+  static void ChunkStarts(int64_t tasks, int participants, std::vector<int64_t>* starts);
 
   // How long a helper spins for the next loop before it sleeps.
   static constexpr int64_t kSpinMicroseconds = 1000;
