@@ -1,6 +1,7 @@
 #include "model/column_blocks.h"
 
 #include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
 
 // GCC 12's AVX-512 intrinsics warn about themselves (see prompt_chunk_linear.cc).
 #pragma GCC diagnostic push
@@ -109,11 +110,14 @@ void FloatRowsToColumnBlocksAvx2(const float* x, int64_t rows, int64_t in, float
 
 }  // namespace
 
-void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out) {
-  if (!__builtin_cpu_supports("avx512f")) {
+void FloatRowsToColumnBlocks(const float* x, int64_t rows, int64_t in, float* out,
+                             FloatColumnBlocks layout) {
+  if (layout == FloatColumnBlocks::kGroupsOf8) {
+    TORCH_CHECK(__builtin_cpu_supports("avx2"), "FloatRowsToColumnBlocks: groups of 8 need AVX2");
     FloatRowsToColumnBlocksAvx2(x, rows, in, out);
     return;
   }
+  TORCH_CHECK(__builtin_cpu_supports("avx512f"), "FloatRowsToColumnBlocks: rows of 64 need AVX-512F");
   RowsToColumnBlocks(x, rows, in, in, out);
 }
 

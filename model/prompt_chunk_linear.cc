@@ -95,6 +95,7 @@ struct Operands {
   const float* bias;    // [out] or null
   float* y;             // [rows, out]
   int64_t rows, in, out;
+  FloatColumnBlocks layout;  // xt's, which picks the tiles
 };
 
 // Weight rows [n0, n1) (the first at `w`) against every block. The tile keeps 24 accumulators
@@ -156,7 +157,7 @@ void WeightRows(const Operands& op, int64_t n0, int64_t n1) {
     w = rows_here.data();
   }
   const int64_t blocks = (op.rows + kBlockRows - 1) / kBlockRows;
-  if (DetectVectorIsa() != VectorIsa::kAvx512) {
+  if (op.layout == FloatColumnBlocks::kGroupsOf8) {
     for (int64_t block = 0; block < blocks; ++block) WeightRowsAgainstBlockAvx2(op, w, block, n0, n1);
     return;
   }
@@ -194,14 +195,15 @@ std::vector<at::Tensor> Run(const at::Tensor& x, int64_t in, const std::vector<P
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   // ATen's CPU allocator aligns to 64 bytes: every [in][64] row of the blocks is aligned.
   at::Tensor transposed = at::empty({blocks, in, kBlockRows}, flat.options());
-  FloatRowsToColumnBlocks(flat.data_ptr<float>(), rows, in, transposed.data_ptr<float>());
+  const FloatColumnBlocks layout = FloatColumnBlocksFor(DetectVectorIsa() == VectorIsa::kAvx512);
+  FloatRowsToColumnBlocks(flat.data_ptr<float>(), rows, in, transposed.data_ptr<float>(), layout);
   std::vector<Operands> ops;
   WeightTasks tasks(kWeightRowsPerTask);
   for (size_t i = 0; i < products.size(); ++i) {
     const Product& product = products[i];
     ops.push_back(Operands{transposed.data_ptr<float>(), product.source_bytes, product.weight, product.dense_rows,
                            product.bias.defined() ? product.bias.data_ptr<float>() : nullptr,
-                           ys[i].data_ptr<float>(), rows, in, product.out});
+                           ys[i].data_ptr<float>(), rows, in, product.out, layout});
     tasks.Add(product.out);
   }
   const SpinningWorkers::RangeFn run = [&](int64_t begin, int64_t end) {
