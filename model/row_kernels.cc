@@ -139,8 +139,11 @@ bool FloatOrBf16OnCpu(const at::Tensor& t) {
 template <typename T>
 at::Tensor RmsNormTyped(const at::Tensor& x, const at::Tensor& weight, double eps, bool vector) {
   const int64_t width = x.size(-1);
-  const at::Tensor rows = x.reshape({-1, width}).contiguous();
-  at::Tensor y = at::empty_like(rows);
+  // A decode step's rows are already [rows, width] and contiguous: reshape, contiguous, view
+  // and empty_like were most of an RMSNorm of one 768-wide row (perf, bench/analysis.md).
+  const bool flat = x.dim() == 2 && x.is_contiguous();
+  const at::Tensor rows = flat ? x : x.reshape({-1, width}).contiguous();
+  at::Tensor y = at::empty(rows.sizes(), rows.options());
   const T* in = rows.data_ptr<T>();
   const T* w = weight.data_ptr<T>();
   T* out = y.data_ptr<T>();
@@ -151,12 +154,12 @@ at::Tensor RmsNormTyped(const at::Tensor& x, const at::Tensor& weight, double ep
       RmsNormRowScalar(in + r * width, w, out + r * width, width, eps);
     }
   });
-  return y.view(x.sizes());
+  return flat ? y : y.view(x.sizes());
 }
 
 template <typename T>
 at::Tensor AddTyped(const at::Tensor& a, const at::Tensor& b, bool vector) {
-  at::Tensor y = at::empty_like(a);
+  at::Tensor y = at::empty(a.sizes(), a.options());  // a is contiguous (AddRows' rows form)
   const int64_t width = a.dim() > 0 ? a.size(-1) : 1;
   const int64_t rows = width > 0 ? a.numel() / width : 0;
   const T* pa = a.data_ptr<T>();

@@ -11,10 +11,13 @@
 // rounds exp(-g) and 1 + exp(-g) to BF16: further from the exact value than this). The same for
 // a row alone or in any batch (an element depends on its own gate and up only).
 //
-// BF16 only. Float32 stays on ATen's operations, bit for bit as before: their last bits are what
-// the int8-activation e2e test's greedy tokens were checked against, and a one-ulp change of
-// the activation moved an int8 code there and flipped a near-tied token (a prompt's rows and
-// the decode steps after them attend through different kernels). No float32 gain was measured.
+// Float32: ATen's silu and product fused into one pass, bit for bit (the int8-activation e2e
+// test's greedy tokens were checked against those last bits: a one-ulp change of an activation
+// there moved an int8 code and flipped a near-tied token), where ATen's own kernel takes SLEEF's
+// vector exp for every element (AVX2 CPU, whole multiples of 32 elements under 32768: a
+// decode step's rows) and placer was built with SLEEF (Debian's libsleef-dev); else ATen's two
+// operations. In a small-preset decode step they were ~2.4 % of the calling thread's samples,
+// half of it building and dispatching the two operations (bench/analysis.md).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,8 +27,12 @@ namespace placer::model {
 // True when this CPU runs the loop (AVX-512F, BW and VL).
 bool SiluTimesRuns();
 
-// silu(gate) * up: this loop for same-shaped contiguous BF16 CPU tensors where it runs, else
-// ATen's operations (float32, GPU tensors, other dtypes, strided views).
+// True when SiluTimes(gate, up) takes the fused float32 pass (the conditions above).
+bool SiluTimesFusesFloat32(const at::Tensor& gate, const at::Tensor& up);
+
+// silu(gate) * up: the BF16 loop for same-shaped contiguous BF16 CPU tensors where it runs, the
+// fused float32 pass where it applies, else ATen's operations (GPU tensors, other dtypes,
+// strided views).
 at::Tensor SiluTimes(const at::Tensor& gate, const at::Tensor& up);
 
 }  // namespace placer::model

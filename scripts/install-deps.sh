@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake make git ccache pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev libre2-dev
-  libtorch-dev libopenblas0-pthread libgloo-dev
+  libtorch-dev libsleef-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev prometheus-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
   libicu-dev

@@ -1,11 +1,13 @@
 // SiluTimes, the MLP's gated activation in BF16: the activation and the product each rounded
 // once from a float64 reference on every tail length and on extremes (overflowing exp, tiny
-// results), NaN and infinities as ATen gives them; float32 and other operands left to ATen.
+// results), NaN and infinities as ATen gives them; float32 fused with ATen's bits where ATen's
+// kernel is vector through and through, and left to ATen elsewhere.
 #include "model/silu_times.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -77,14 +79,49 @@ TEST_F(SiluTimesTest, Bf16RoundsTheActivationOnceAndTheProductOnce) {
   }
 }
 
-TEST(SiluTimes, LeavesFloat32AndOtherOperandsToAtenBitForBit) {
-  auto [gate32, up32] = Operands(1000, 9);
-  EXPECT_TRUE(at::equal(SiluTimes(gate32, up32), at::silu(gate32) * up32));
-  const at::Tensor gate = at::randn({8, 6});
-  const at::Tensor up = at::randn({6, 8}).t();  // strided
+// Bit for bit, NaN included (ATen's NaN keeps the gate's sign and payload through the same ops).
+bool SameBits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && std::memcmp(a.contiguous().data_ptr<float>(),
+                                               b.contiguous().data_ptr<float>(),
+                                               static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
+}
+
+TEST(SiluTimes, Float32IsFusedWithAtensBitsOnEveryDecodeRowWidth) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    GTEST_SKIP() << "this CPU lacks AVX2/FMA: ATen's scalar kernel, and ATen's operations here";
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // The small preset's and TinyLlama's intermediate widths, a batch of rows, the largest fused.
+  for (int64_t count : {32, 2048, 5632, 4 * 2048, 32736}) {
+    SCOPED_TRACE(count);
+    auto [gate, up] = Operands(count, static_cast<int>(count) + 1);
+    gate[count - 1] = nan;
+    gate[count - 2] = -nan;
+    up[count - 3] = nan;
+    gate[count - 4] = -std::numeric_limits<float>::infinity();
+    // Built with SLEEF (scripts/install-deps.sh installs it): the fused pass must run here.
+    ASSERT_TRUE(SiluTimesFusesFloat32(gate, up));
+    EXPECT_TRUE(SameBits(SiluTimes(gate, up), at::silu(gate) * up));
+    const at::Tensor rows_gate = gate.view({-1, 32}), rows_up = up.view({-1, 32});
+    EXPECT_TRUE(SameBits(SiluTimes(rows_gate, rows_up), at::silu(rows_gate) * rows_up));
+  }
+}
+
+TEST(SiluTimes, Float32OutsideTheFusedFormAndOtherOperandsGoToAtenBitForBit) {
+  // Lengths with a scalar remainder in ATen's loop, and one ATen splits among threads.
+  for (int64_t count : {1, 31, 1000, 2047, 32768}) {
+    SCOPED_TRACE(count);
+    auto [gate32, up32] = Operands(count, 9);
+    EXPECT_FALSE(SiluTimesFusesFloat32(gate32, up32));
+    EXPECT_TRUE(SameBits(SiluTimes(gate32, up32), at::silu(gate32) * up32));
+  }
+  const at::Tensor gate = at::randn({8, 32});
+  const at::Tensor up = at::randn({32, 8}).t();  // strided
   ASSERT_FALSE(up.is_contiguous());
+  EXPECT_FALSE(SiluTimesFusesFloat32(gate, up));
   EXPECT_TRUE(at::equal(SiluTimes(gate, up), at::silu(gate) * up));
-  const at::Tensor g64 = gate.to(at::kDouble), u64 = at::randn({8, 6}).to(at::kDouble);
+  const at::Tensor g64 = gate.to(at::kDouble), u64 = at::randn({8, 32}).to(at::kDouble);
+  EXPECT_FALSE(SiluTimesFusesFloat32(g64, u64));
   EXPECT_TRUE(at::equal(SiluTimes(g64, u64), at::silu(g64) * u64));
 }
 
