@@ -62,7 +62,7 @@ template <typename T>
 at::Tensor RotateRows(const at::Tensor& x, const std::vector<float>& cos,
                       const std::vector<float>& sin) {
   const at::Tensor in = x.contiguous();
-  at::Tensor out = at::empty_like(in);
+  at::Tensor out = at::empty(in.sizes(), in.options());  // not empty_like: no layout to follow
   const int64_t rows = in.size(0), heads = in.size(1), half = in.size(2) / 2;
   const T* src = in.data_ptr<T>();
   T* dst = out.data_ptr<T>();
@@ -138,7 +138,10 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::ApplyRows(
   if (RowsOnCpu(q) && RowsOnCpu(k) && q.scalar_type() == k.scalar_type() &&
       q.size(2) == head_dim_ && k.size(2) == head_dim_ && base_inverse_frequencies_.numel() == half) {
     // A decode step's rows: the ~20 ATen operations below cost more than the arithmetic.
-    const at::Tensor frequencies = base_inverse_frequencies_.to(at::kFloat).contiguous();
+    const bool as_is = base_inverse_frequencies_.scalar_type() == at::kFloat &&
+                       base_inverse_frequencies_.is_contiguous();
+    const at::Tensor frequencies =
+        as_is ? base_inverse_frequencies_ : base_inverse_frequencies_.to(at::kFloat).contiguous();
     const float* inverse = frequencies.data_ptr<float>();
     // Every layer of a step asks for the same positions: the last table of this thread is
     // kept, keyed by the frequencies' bits and the positions (a prompt chunk's 64 x 32 angles

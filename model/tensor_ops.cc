@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -40,8 +42,48 @@ constexpr int64_t kCacheResidentWeightBytes = int64_t{16} << 20;
 
 }  // namespace
 
+namespace {
+
+// A decode step's few tokens from a contiguous CPU table: the rows copied, the bytes
+// index_select would write. (ATen's index_select builds a TensorIterator for them: ~1.4 % of a
+// small-preset decode step's calling thread, perf, bench/analysis.md.) Undefined where a token
+// is out of range or the operands are of another kind: at::embedding then answers (and refuses
+// a bad token with its own error).
+constexpr int64_t kCopiedTokens = 64;
+
+at::Tensor CopiedRows(const at::Tensor& table, const at::Tensor& tokens) {
+  if (!table.device().is_cpu() || table.dim() != 2 || !table.is_contiguous() ||
+      table.layout() != at::kStrided || !tokens.device().is_cpu() ||
+      tokens.scalar_type() != at::kLong || !tokens.is_contiguous() ||
+      tokens.numel() > kCopiedTokens) {
+    return at::Tensor();
+  }
+  const int64_t* ids = tokens.data_ptr<int64_t>();
+  const int64_t count = tokens.numel();
+  const int64_t vocab = table.size(0);
+  if (!std::all_of(ids, ids + count, [&](int64_t id) { return id >= 0 && id < vocab; })) {
+    return at::Tensor();
+  }
+  std::vector<int64_t> shape = tokens.sizes().vec();
+  shape.push_back(table.size(1));
+  at::Tensor rows = at::empty(shape, table.options());
+  const size_t row_bytes = static_cast<size_t>(table.size(1) * table.element_size());
+  const auto* from = static_cast<const uint8_t*>(table.data_ptr());
+  auto* to = static_cast<uint8_t*>(rows.data_ptr());
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(to + static_cast<size_t>(i) * row_bytes, from + static_cast<size_t>(ids[i]) * row_bytes,
+                row_bytes);
+  }
+  return rows;
+}
+
+}  // namespace
+
 at::Tensor EmbeddingRows(const at::Tensor& table, const at::Tensor& tokens, at::ScalarType dtype) {
-  if (!loader::IsPackedWeight(table)) return at::embedding(table, tokens);
+  if (!loader::IsPackedWeight(table)) {
+    at::Tensor rows = CopiedRows(table, tokens);
+    return rows.defined() ? rows : at::embedding(table, tokens);
+  }
   const at::Tensor rows = table.index_select(0, tokens.to(table.device()).reshape({-1}));
   const at::Tensor values = table.device().is_cpu()
                                 ? loader::DequantizeLinearWeight(rows, dtype)

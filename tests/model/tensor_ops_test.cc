@@ -1,6 +1,6 @@
 // Linear's few-row paths (the SmallBatchLinear kernels, or gemv without AVX2: batch-1 and
 // batched decode) must give what the general sgemm path gives for the same rows, with and
-// without bias, in the shape the caller passed.
+// without bias, in the shape the caller passed. EmbeddingRows gives at::embedding's rows.
 #include "model/tensor_ops.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,29 @@
 
 namespace placer::model {
 namespace {
+
+TEST(EmbeddingRows, AreAtenEmbeddingsRowsForEveryDtypeAndTokenShape) {
+  at::manual_seed(3);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor table = at::randn({50, 24}).to(dtype);
+    for (const at::Tensor& tokens :
+         {at::tensor({7}, at::kLong), at::tensor({0, 49, 7, 7}, at::kLong),
+          at::tensor({3, 1, 4, 1, 5, 9}, at::kLong).view({2, 3}),
+          at::randint(50, {100}, at::kLong),                       // more than a decode step's
+          at::tensor({3, 1}, at::kInt),                            // int32 tokens
+          at::tensor({0, 2, 4, 6}, at::kLong).slice(0, 0, 4, 2)}) {  // strided
+      SCOPED_TRACE(testing::Message() << dtype << " " << tokens.sizes() << " " << tokens.scalar_type());
+      const at::Tensor rows = EmbeddingRows(table, tokens, dtype);
+      const at::Tensor want = at::embedding(table, tokens);
+      ASSERT_EQ(rows.sizes(), want.sizes());
+      EXPECT_EQ(rows.scalar_type(), dtype);
+      EXPECT_TRUE(at::equal(rows, want));
+    }
+    // A token past the table, or negative, is refused as at::embedding refuses it.
+    EXPECT_THROW(EmbeddingRows(table, at::tensor({50}, at::kLong), dtype), c10::Error);
+    EXPECT_THROW(EmbeddingRows(table, at::tensor({2, -1}, at::kLong), dtype), c10::Error);
+  }
+}
 
 class LinearOneRow : public ::testing::TestWithParam<bool> {
  protected:
