@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/dtype_torch.h"
+#include "loader/huge_page_tensor.h"
 #include "loader/offload_store.h"
 #include "loader/prequantized_repack.h"
 #include "loader/quantized_weight.h"
@@ -125,7 +126,9 @@ class WeightReader {
     PLACER_ASSIGN_OR_RETURN(at::Tensor packed, PackLinearWeight(*checkpoint_, slot, quantize_));
     if (device.is_gpu() && !virtual_gpus_) return packed.to(TorchDeviceOf(device, false));
     if (device.kind == DeviceKind::kCpu && pin_host_) return packed.pin_memory();
-    return packed;  // a fresh tensor: a virtual GPU or the cpu owns it
+    // Held for the model's life and read end to end every step: a small one in 2 MiB pages too.
+    if (device.kind == DeviceKind::kCpu) return loader::InHugePageArena(packed);
+    return packed;  // a fresh tensor: a virtual GPU owns it
   }
 
   std::shared_ptr<const loader::Checkpoint> checkpoint_;
