@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench/memory_bandwidth.h"
+#include "loader/huge_page_tensor.h"
 #include "loader/quantized_weight.h"
 #include "model/quantized_linear.h"
 
@@ -62,7 +63,8 @@ std::vector<at::Tensor> PackedLayers(const Scheme& scheme, const Shapes& shapes,
                                         scheme.group_size == 0 ? in : scheme.group_size};
       absl::StatusOr<at::Tensor> quantized = loader::QuantizeLinearWeight(w, layout, "bench");
       if (!quantized.ok()) throw std::runtime_error(std::string(quantized.status().message()));
-      packed.push_back(*quantized);
+      // Where the weight reader puts a cpu-placed packed weight: in 2 MiB pages at any size.
+      packed.push_back(loader::InHugePageArena(*quantized));
       *total += packed.back().nbytes();
     }
   }

@@ -18,7 +18,8 @@ enum class PackedStreamShapes { kTinyLlama, kSmall, kSmallLmHead };
 const char* PackedStreamShapesName(PackedStreamShapes shapes);
 
 // For each scheme this CPU runs (int4 and int8 weights, --quantize's groups; BF16 rows, and
-// BF16 rows under --quantize-activations int8): packed weights of `shapes`, layer after layer
+// BF16 rows under --quantize-activations int8): packed weights of `shapes` (in 2 MiB pages, as
+// the weight reader holds cpu-placed ones: loader::InHugePageArena), layer after layer
 // until they reach `bytes`, each multiplied by one BF16 row (float32 with `float32_rows`) through
 // QuantizedLinear (the path a decode step takes), `passes` times; after each pass one read of
 // as many bytes (ReadProbe). Returns {"threads", "passes", "schemes": {name: {"bytes",
