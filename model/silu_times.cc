@@ -70,19 +70,6 @@ bool AtenSiluIsVectorExp(int64_t count) {
   return vector_kernel && count % 32 == 0 && count < 32768;
 }
 
-bool FusedF32Applies(const at::Tensor& gate, const at::Tensor& up) {
-#if defined(PLACER_HAVE_SLEEF)
-  return gate.device().is_cpu() && up.device().is_cpu() && gate.layout() == at::kStrided &&
-         up.layout() == at::kStrided && gate.scalar_type() == at::kFloat &&
-         up.scalar_type() == at::kFloat && gate.sizes() == up.sizes() && gate.is_contiguous() &&
-         up.is_contiguous() && gate.numel() > 0 && AtenSiluIsVectorExp(gate.numel());
-#else
-  (void)gate;
-  (void)up;
-  return false;
-#endif
-}
-
 bool Applies(const at::Tensor& gate, const at::Tensor& up) {
   return SiluTimesRuns() && gate.device().is_cpu() && up.device().is_cpu() &&
          gate.layout() == at::kStrided && up.layout() == at::kStrided &&
@@ -99,12 +86,21 @@ bool SiluTimesRuns() {
 }
 
 bool SiluTimesFusesFloat32(const at::Tensor& gate, const at::Tensor& up) {
-  return FusedF32Applies(gate, up);
+#if defined(PLACER_HAVE_SLEEF)
+  return gate.device().is_cpu() && up.device().is_cpu() && gate.layout() == at::kStrided &&
+         up.layout() == at::kStrided && gate.scalar_type() == at::kFloat &&
+         up.scalar_type() == at::kFloat && gate.sizes() == up.sizes() && gate.is_contiguous() &&
+         up.is_contiguous() && gate.numel() > 0 && AtenSiluIsVectorExp(gate.numel());
+#else
+  (void)gate;
+  (void)up;
+  return false;
+#endif
 }
 
 at::Tensor SiluTimes(const at::Tensor& gate, const at::Tensor& up) {
 #if defined(PLACER_HAVE_SLEEF)
-  if (FusedF32Applies(gate, up)) {
+  if (SiluTimesFusesFloat32(gate, up)) {
     at::Tensor out = at::empty(gate.sizes(), gate.options());
     SiluTimesF32(gate.data_ptr<float>(), up.data_ptr<float>(), out.data_ptr<float>(), gate.numel());
     return out;

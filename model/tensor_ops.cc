@@ -40,10 +40,6 @@ namespace {
 constexpr int64_t kGemvRows = 8;
 constexpr int64_t kCacheResidentWeightBytes = int64_t{16} << 20;
 
-}  // namespace
-
-namespace {
-
 // A decode step's few tokens from a contiguous CPU table: the rows copied, the bytes
 // index_select would write. (ATen's index_select builds a TensorIterator for them: ~1.4 % of a
 // small-preset decode step's calling thread, perf, bench/analysis.md.) Undefined where a token
